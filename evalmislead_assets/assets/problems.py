@@ -1,0 +1,60 @@
+"""problems and problem_validation assets."""
+
+import time
+
+from dagster import (
+    AssetCheckResult,
+    AssetExecutionContext,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+    asset_check,
+)
+
+from evalmislead_assets import problems as problem_data
+from evalmislead_assets import validation
+from evalmislead_assets.storage import WarehouseResource
+
+@asset(group_name="problems", description="HumanEvalPack Python: 164 problems with buggy and fixed versions.")
+def problems(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    df = problem_data.load_problems()
+    warehouse.get().replace_rows("problems", df)
+    return MaterializeResult(metadata={
+        "rows": len(df),
+        "source_sha256": problem_data.DATA_SHA256,
+        "licence": MetadataValue.path(str(problem_data.LICENSE_FILE)),
+        "bug_types": MetadataValue.md(df["bug_type"].value_counts().to_frame().to_markdown()),
+    })
+
+@asset(
+    group_name="problems", deps=[problems],
+    description="The dataset's own oracle on both versions: every buggy version must fail, every fixed one pass.",
+)
+def problem_validation(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    wh = warehouse.get()
+    df = wh.read_table("problems", order_by="problem_idx")
+    start = time.monotonic()
+    result = validation.validate(df)
+    wall = time.monotonic() - start
+    wh.replace_rows("problem_validation", result)
+    excluded = result[~result["valid"]]
+    context.log.info(f"validated {len(result)} problems in {wall:.1f} s; {len(excluded)} excluded")
+    return MaterializeResult(metadata={
+        "problems": len(result),
+        "valid_pairs": int(result["valid"].sum()),
+        "excluded": MetadataValue.json(excluded["task_id"].tolist()),
+        "buggy_timeouts": int(result["buggy_detail"].str.startswith("timeout").sum()),
+        "wall_s": round(wall, 2),
+    })
+
+@asset_check(asset=problem_validation, description="Every buggy version fails the dataset's oracle.")
+def all_buggy_fail(warehouse: WarehouseResource) -> AssetCheckResult:
+    df = warehouse.get().read_table("problem_validation")
+    bad = df[df["buggy_passed"]]["task_id"].tolist()
+    return AssetCheckResult(passed=not bad, metadata={"buggy_passing": MetadataValue.json(bad), "checked": len(df)})
+
+@asset_check(asset=problem_validation, description="Every fixed version passes the dataset's oracle.")
+def all_fixed_pass(warehouse: WarehouseResource) -> AssetCheckResult:
+    df = warehouse.get().read_table("problem_validation")
+    bad = df[~df["fixed_passed"]]["task_id"].tolist()
+    return AssetCheckResult(passed=not bad, metadata={"fixed_failing": MetadataValue.json(bad), "checked": len(df)})

@@ -1,0 +1,50 @@
+"""`evalmislead` command: each subcommand lives in its own module in this package."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> module under evalmislead_assets.cli; each module defines
+# add_arguments(parser) and run(args) -> int, and a one-line HELP string.
+COMMANDS: dict[str, str] = {
+    "run": "run_study",
+    "server": "server_cmd",
+    "score": "score_cmd",
+    "sql": "sql_cmd",
+    "backfill": "backfill_cmd",
+    "export": "export_cmd",
+    "validate": "validate_cmd",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="evalmislead", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    modules = {}
+    for name, modname in COMMANDS.items():
+        try:
+            mod = importlib.import_module(f"evalmislead_assets.cli.{modname}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"evalmislead_assets.cli.{modname}":
+                continue  # command not built yet
+            raise
+        p = sub.add_parser(name, help=getattr(mod, "HELP", None), description=getattr(mod, "HELP", None))
+        mod.add_arguments(p)
+        modules[name] = mod
+    args = parser.parse_args(argv)
+    from evalmislead_assets.settings import ConfigError
+
+    try:
+        return int(modules[args.command].run(args) or 0)
+    except ConfigError as exc:
+        print(f"evalmislead: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("evalmislead: interrupted; stored rows are kept, re-run to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

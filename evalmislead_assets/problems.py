@@ -1,0 +1,94 @@
+"""HumanEvalPack (Python) problems, loaded with `datasets` from the copy shipped in the package."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from evalmislead_assets.settings import PACKAGE_DIR, ConfigError
+
+DATA_FILE = PACKAGE_DIR / "data" / "humanevalpack_python.jsonl"
+LICENSE_FILE = PACKAGE_DIR / "data" / "HUMANEVALPACK_LICENSE"
+# sha256 of the shipped file (the same rows as bigcode/humanevalpack, config "python").
+DATA_SHA256 = "b1376d72be4bd016a62ad043d9de3846edb8d63edf1222da802a31330c14c3a7"
+N_PROBLEMS = 164
+REQUIRED_FIELDS = [
+    "task_id", "declaration", "signature", "docstring", "prompt", "canonical_solution",
+    "buggy_solution", "bug_type", "failure_symptoms", "entry_point", "test", "example_test",
+]
+
+
+class DatasetError(RuntimeError):
+    """The dataset file is missing or does not match; one line naming the file."""
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_problems(path: Path | None = None, expected_sha256: str | None = DATA_SHA256) -> pd.DataFrame:
+    """All problems as a DataFrame; verifies the file's sha256 and the fields before use."""
+    path = Path(path or DATA_FILE)
+    if not path.is_file():
+        raise DatasetError(f"dataset file {path} is missing; reinstall the package (it ships the data)")
+    digest = file_sha256(path)
+    if expected_sha256 and digest != expected_sha256:
+        raise DatasetError(
+            f"dataset file {path} is corrupted or changed (sha256 {digest[:12]}..., expected {expected_sha256[:12]}...); "
+            "restore it from the package"
+        )
+    if os.environ.get("EVALMISLEAD_DATASET_SOURCE", "local") == "hub":
+        return _from_hub()
+    import datasets
+
+    datasets.disable_progress_bars()
+    try:
+        ds = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=_cache_dir())
+    except Exception as exc:  # malformed JSON lines and the like
+        raise DatasetError(f"dataset file {path} could not be parsed: {str(exc).splitlines()[0]}") from exc
+    return _frame(ds.to_pandas(), path)
+
+
+def _cache_dir() -> str:
+    from evalmislead_assets.settings import project_data_dir
+
+    d = project_data_dir() / "hf-cache"
+    d.mkdir(parents=True, exist_ok=True)
+    return str(d)
+
+
+def _from_hub() -> pd.DataFrame:
+    """Only when EVALMISLEAD_DATASET_SOURCE=hub: the same rows from bigcode/humanevalpack."""
+    import datasets
+
+    ds = datasets.load_dataset("bigcode/humanevalpack", "python", split="test")
+    return _frame(ds.to_pandas(), Path("bigcode/humanevalpack"))
+
+
+def _frame(df: pd.DataFrame, path: Path) -> pd.DataFrame:
+    missing = [f for f in REQUIRED_FIELDS if f not in df.columns]
+    if missing:
+        raise DatasetError(f"dataset file {path} lacks fields {missing}")
+    if len(df) != N_PROBLEMS:
+        raise DatasetError(f"dataset file {path} has {len(df)} rows, expected {N_PROBLEMS}")
+    out = df[REQUIRED_FIELDS].copy()
+    out["problem_idx"] = out["task_id"].str.split("/").str[1].astype(int)
+    # The code under test: helper definitions + imports + def line (the dataset's
+    # `declaration`, which has no docstring for the entry point) + the body.
+    out["buggy_code"] = out["declaration"] + out["buggy_solution"]
+    out["fixed_code"] = out["declaration"] + out["canonical_solution"]
+    out["source_sha256"] = file_sha256(path) if path.is_file() else "hub"
+    return out.sort_values("problem_idx").reset_index(drop=True)
+
+
+def select(df: pd.DataFrame, subset: list[int] | None) -> pd.DataFrame:
+    if subset is None:
+        return df
+    return df[df["problem_idx"].isin(subset)].reset_index(drop=True)

@@ -1,0 +1,77 @@
+"""Table definitions: one table per asset (same name), plus the LLM call log and cache.
+
+Columns are documented in the README ("SQL tables"). New columns may be appended;
+existing ones are never renamed, so old DuckDB files keep working (see storage.ensure_schema).
+"""
+
+from __future__ import annotations
+
+# name -> list of (column, type)
+TABLES: dict[str, list[tuple[str, str]]] = {
+    "problems": [
+        ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"), ("entry_point", "VARCHAR"),
+        ("declaration", "VARCHAR"), ("signature", "VARCHAR"), ("docstring", "VARCHAR"),
+        ("prompt", "VARCHAR"), ("canonical_solution", "VARCHAR"), ("buggy_solution", "VARCHAR"),
+        ("bug_type", "VARCHAR"), ("failure_symptoms", "VARCHAR"), ("test", "VARCHAR"),
+        ("example_test", "VARCHAR"), ("buggy_code", "VARCHAR"), ("fixed_code", "VARCHAR"),
+        ("source_sha256", "VARCHAR"),
+    ],
+    "problem_validation": [
+        ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"), ("buggy_passed", "BOOLEAN"),
+        ("fixed_passed", "BOOLEAN"), ("buggy_detail", "VARCHAR"), ("fixed_detail", "VARCHAR"),
+        ("seconds", "DOUBLE"), ("valid", "BOOLEAN"),
+    ],
+    # Every HTTP request actually sent; a cache hit adds no row.
+    "llm_calls": [
+        ("call_id", "VARCHAR"), ("ts", "TIMESTAMP"), ("asset", "VARCHAR"), ("condition", "VARCHAR"),
+        ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("server_url", "VARCHAR"),
+        ("cache_key", "VARCHAR"), ("status_code", "INTEGER"), ("latency_s", "DOUBLE"),
+        ("prompt_tokens", "INTEGER"), ("completion_tokens", "INTEGER"), ("error", "VARCHAR"),
+    ],
+    # Successful responses keyed by sha256 of the full request body.
+    "llm_cache": [
+        ("cache_key", "VARCHAR PRIMARY KEY"), ("request_json", "VARCHAR"), ("response_json", "VARCHAR"),
+        ("server_url", "VARCHAR"), ("server_props_sha256", "VARCHAR"), ("latency_s", "DOUBLE"),
+        ("created_at", "TIMESTAMP"),
+    ],
+    "server_props": [
+        ("server_props_sha256", "VARCHAR PRIMARY KEY"), ("server_url", "VARCHAR"),
+        ("model", "VARCHAR"), ("props_json", "VARCHAR"), ("first_seen", "TIMESTAMP"),
+    ],
+    "model_specs": [
+        ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"), ("model", "VARCHAR"),
+        ("template_sha256", "VARCHAR"), ("prompt_sha256", "VARCHAR"), ("request_json", "VARCHAR"),
+        ("response_text", "VARCHAR"), ("spec_text", "VARCHAR"), ("reasoning_text", "VARCHAR"),
+        ("reasoning_present", "BOOLEAN"), ("finish_reason", "VARCHAR"), ("prompt_tokens", "INTEGER"),
+        ("completion_tokens", "INTEGER"), ("latency_s", "DOUBLE"), ("server_url", "VARCHAR"),
+        ("server_props_sha256", "VARCHAR"), ("cache_key", "VARCHAR"), ("error", "VARCHAR"),
+        ("created_at", "TIMESTAMP"),
+    ],
+    "test_generations": [
+        ("condition", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
+        ("model", "VARCHAR"), ("template_sha256", "VARCHAR"), ("prompt_sha256", "VARCHAR"),
+        ("request_json", "VARCHAR"), ("response_text", "VARCHAR"), ("reasoning_text", "VARCHAR"),
+        ("reasoning_present", "BOOLEAN"), ("finish_reason", "VARCHAR"), ("prompt_tokens", "INTEGER"),
+        ("completion_tokens", "INTEGER"), ("latency_s", "DOUBLE"), ("server_url", "VARCHAR"),
+        ("server_props_sha256", "VARCHAR"), ("cache_key", "VARCHAR"), ("error", "VARCHAR"),
+        ("created_at", "TIMESTAMP"),
+    ],
+    "generated_tests": [
+        ("condition", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
+        ("source", "VARCHAR"), ("extraction", "VARCHAR"), ("import_ok", "BOOLEAN"), ("n_tests", "INTEGER"),
+        ("test_ids", "VARCHAR"), ("error", "VARCHAR"), ("finish_reason", "VARCHAR"),
+    ],
+    "test_outcomes": [
+        ("condition", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
+        ("test_id", "VARCHAR"), ("buggy_status", "VARCHAR"), ("fixed_status", "VARCHAR"),
+        ("outcome", "VARCHAR"), ("buggy_detail", "VARCHAR"), ("fixed_detail", "VARCHAR"),
+        ("seconds", "DOUBLE"),
+    ],
+}
+
+# Analysis tables (issue 5) register themselves here from their own modules via
+# register_table(), so that storage creates them like the ones above.
+
+
+def register_table(name: str, columns: list[tuple[str, str]]) -> None:
+    TABLES[name] = columns

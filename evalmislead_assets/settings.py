@@ -1,0 +1,99 @@
+"""Environment settings, parsed once, with one-line errors that name the variable."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = Path(__file__).resolve().parent
+PROMPTS_DIR = Path(os.environ.get("EVALMISLEAD_PROMPTS_DIR", PROJECT_ROOT / "prompts"))
+
+DEFAULT_MAX_TOKENS = {"off": 4096, "on": 16384}
+
+
+class ConfigError(ValueError):
+    """A bad setting; the message is one line naming the variable and the fix."""
+
+
+def project_data_dir() -> Path:
+    return Path(os.environ.get("EVALMISLEAD_HOME", PROJECT_ROOT / "data"))
+
+
+def db_path() -> Path:
+    """DuckDB file: EVALMISLEAD_DB, else data/evalmislead.duckdb under the project."""
+    raw = os.environ.get("EVALMISLEAD_DB", "").strip()
+    path = Path(raw) if raw else project_data_dir() / "evalmislead.duckdb"
+    return path.expanduser().resolve()
+
+
+def _int_env(name: str, default: int, minimum: int = 1) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not an integer; set it to a whole number such as {default}") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={value} is below {minimum}; set it to at least {minimum}")
+    return value
+
+
+def max_tokens(thinking: str) -> int:
+    """Output cap per thinking mode (EVALMISLEAD_MAX_TOKENS_OFF / _ON)."""
+    return _int_env(f"EVALMISLEAD_MAX_TOKENS_{thinking.upper()}", DEFAULT_MAX_TOKENS[thinking])
+
+
+def parse_problem_list(raw: str, n_problems: int = 164) -> list[int] | None:
+    """'30,0,1' or '0-4,30' -> sorted problem indices; '' or 'all' -> None (all)."""
+    raw = raw.strip()
+    if raw in ("", "all"):
+        return None
+    out: set[int] = set()
+    for part in raw.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                out.update(range(lo, hi + 1))
+            else:
+                out.add(int(part.removeprefix("Python/")))
+        except ValueError:
+            raise ConfigError(
+                f"EVALMISLEAD_PROBLEMS has {part!r}; use problem numbers like '30,0,1' or ranges like '0-4'"
+            ) from None
+    bad = sorted(i for i in out if not 0 <= i < n_problems)
+    if bad:
+        raise ConfigError(f"EVALMISLEAD_PROBLEMS names {bad}; problem numbers run from 0 to {n_problems - 1}")
+    return sorted(out)
+
+
+def problem_subset() -> list[int] | None:
+    return parse_problem_list(os.environ.get("EVALMISLEAD_PROBLEMS", ""))
+
+
+def llm_urls() -> list[str]:
+    """EVALMISLEAD_LLM_URL: one or more comma-separated server base URLs; empty = embedded server."""
+    raw = os.environ.get("EVALMISLEAD_LLM_URL", "").strip()
+    urls = [u.strip().rstrip("/") for u in raw.split(",") if u.strip()]
+    for u in urls:
+        if not u.startswith(("http://", "https://")):
+            raise ConfigError(f"EVALMISLEAD_LLM_URL has {u!r}; each URL must start with http:// or https://")
+    return urls
+
+
+@dataclass(frozen=True)
+class Settings:
+    db: Path
+    problems: list[int] | None
+    max_tokens_off: int
+    max_tokens_on: int
+    llm_urls: list[str]
+
+
+def load() -> Settings:
+    return Settings(db_path(), problem_subset(), max_tokens("off"), max_tokens("on"), llm_urls())

