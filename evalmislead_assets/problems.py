@@ -92,3 +92,15 @@ def select(df: pd.DataFrame, subset: list[int] | None) -> pd.DataFrame:
     if subset is None:
         return df
     return df[df["problem_idx"].isin(subset)].reset_index(drop=True)
+
+
+def study_problems(warehouse: "Warehouse") -> pd.DataFrame:  # noqa: F821
+    """Problems the study runs on: validated pairs only, restricted to EVALMISLEAD_PROBLEMS."""
+    from evalmislead_assets import settings
+
+    df = warehouse.query_df(
+        "SELECT p.* FROM problems p JOIN problem_validation v USING (task_id) WHERE v.valid ORDER BY p.problem_idx"
+    )
+    if df.empty:
+        raise RuntimeError("no validated problems stored; materialize problems and problem_validation first")
+    return select(df, settings.problem_subset())

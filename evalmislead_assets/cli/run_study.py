@@ -1,0 +1,126 @@
+"""`evalmislead run`: the main job, run as real Dagster runs recorded in DAGSTER_HOME."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from evalmislead_assets import settings
+
+HELP = "Run the study end to end (problems, generation, execution, analysis, report) as Dagster runs."
+
+DEMO_PROBLEMS = "0,2,13,30,52"  # a small subset for the embedded toy model; the task-30 worked example included
+DEMO_MAX_TOKENS_OFF = "384"
+DEMO_MAX_TOKENS_ON = "512"
+
+CHAIN = ["test_generations", "generated_tests", "test_outcomes"]
+ANALYSIS = [
+    "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
+    "spec_labels", "reasoning_mentions", "study_report",
+]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--thinking", choices=["off", "on", "both"], default="off",
+                   help="thinking modes to run (default: off, the primary setting)")
+    p.add_argument("--conditions", default="", help="comma-separated conditions (default: all six)")
+    p.add_argument("--full", action="store_true",
+                   help="all 164 problems and the protocol's caps unless EVALMISLEAD_* say otherwise")
+
+
+def ensure_dagster_home() -> Path:
+    """DAGSTER_HOME defaults to dagster_home/ in the project, seeded with the project's dagster.yaml."""
+    home = Path(os.environ.get("DAGSTER_HOME") or settings.PROJECT_ROOT / "dagster_home")
+    home.mkdir(parents=True, exist_ok=True)
+    src = settings.PROJECT_ROOT / "dagster.yaml"
+    if src.is_file() and not (home / "dagster.yaml").exists():
+        shutil.copy(src, home / "dagster.yaml")
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.full:
+        os.environ.setdefault("EVALMISLEAD_PROBLEMS", DEMO_PROBLEMS)
+        os.environ.setdefault("EVALMISLEAD_MAX_TOKENS_OFF", DEMO_MAX_TOKENS_OFF)
+        os.environ.setdefault("EVALMISLEAD_MAX_TOKENS_ON", DEMO_MAX_TOKENS_ON)
+    cfg = settings.load()  # validates every setting before anything starts
+    home = ensure_dagster_home()
+
+    from dagster import AssetKey, DagsterInstance
+
+    from evalmislead_assets.definitions import defs
+    from evalmislead_assets.partitions import CONDITION_NAMES, partition_key
+
+    modes = ["off", "on"] if args.thinking == "both" else [args.thinking]
+    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()] or CONDITION_NAMES
+    unknown = [c for c in conditions if c not in CONDITION_NAMES]
+    if unknown:
+        raise settings.ConfigError(f"unknown condition(s) {unknown}; choose from {', '.join(CONDITION_NAMES)}")
+
+    job = defs.resolve_implicit_global_asset_job_def()
+    known = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    instance = DagsterInstance.get()
+    subset = "all 164" if cfg.problems is None else ",".join(map(str, cfg.problems))
+    print(f"evalmislead: DuckDB {cfg.db}; DAGSTER_HOME {home}; problems {subset}; "
+          f"max_tokens off={cfg.max_tokens_off} on={cfg.max_tokens_on}; "
+          f"LLM {','.join(cfg.llm_urls) or 'embedded llama-server'}", flush=True)
+
+    def step(keys: list[str], pkey: object = None) -> None:
+        keys = [k for k in keys if k in known]
+        if not keys:
+            return
+        label = f"{'+'.join(keys)}" + (f" [{pkey}]" if pkey is not None else "")
+        t0 = time.monotonic()
+        print(f"evalmislead: materializing {label} ...", flush=True)
+        result = job.execute_in_process(
+            instance=instance, asset_selection=[AssetKey(k) for k in keys],
+            partition_key=pkey, raise_on_error=False,
+        )
+        if not result.success:
+            failure = _first_failure(result)
+            raise SystemExit(f"evalmislead: {label} failed: {failure}\n(stored rows are kept; re-run to resume)")
+        print(f"evalmislead: done {label} in {time.monotonic() - t0:.1f} s (run {result.run_id})", flush=True)
+
+    step(["problems", "problem_validation"])
+    for mode in modes:
+        step(["model_specs"], mode)
+        for cond in conditions:
+            step(CHAIN, partition_key(cond, mode))
+    step(ANALYSIS)
+    _print_summary(cfg.db)
+    return 0
+
+
+def _first_failure(result: object) -> str:
+    for event in result.all_events:  # type: ignore[attr-defined]
+        if event.is_step_failure or event.event_type_value == "RUN_FAILURE":
+            err = getattr(event.event_specific_data, "error", None)
+            if err is not None:
+                return (err.message or "").strip().splitlines()[-1] if err.message else str(err)
+            return event.message or "unknown failure"
+    return "unknown failure"
+
+
+def _print_summary(db: Path) -> None:
+    from evalmislead_assets.storage import Warehouse
+
+    wh = Warehouse(db)
+    if wh.table_exists("condition_rates"):
+        df = wh.query_df("SELECT * FROM condition_rates ORDER BY thinking, condition")
+        cols = [c for c in ["condition", "thinking", "n_answers", "n_tests", "n_misleading", "n_effective",
+                            "misleading_rate", "effective_rate", "n_truncated"] if c in df.columns]
+        print(df[cols].to_string(index=False))
+    report_dir = settings.project_data_dir() / "report"
+    for name in ("study_report.md", "study_report.html"):
+        if (report_dir / name).exists():
+            print(f"evalmislead: report at {report_dir / name}")
+    print(f"evalmislead: query the results with: evalmislead sql \"select * from condition_rates\"  (DuckDB {db})")
+
+
+if __name__ == "__main__":
+    sys.exit(run(argparse.Namespace(thinking="off", conditions="", full=False)))
