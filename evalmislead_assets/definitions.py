@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import os
+
 from dagster import Definitions, load_asset_checks_from_modules, load_assets_from_modules
 
+from evalmislead_assets.assets import analysis as analysis_assets
+from evalmislead_assets.assets import execution as execution_assets
+from evalmislead_assets.assets import generation as generation_assets
 from evalmislead_assets.assets import problems as problems_assets
+from evalmislead_assets.jobs import JOBS
+from evalmislead_assets.llm import LLMResource
 from evalmislead_assets.storage import WarehouseResource
 
-_MODULES = [problems_assets]
+_MODULES = [problems_assets, generation_assets, execution_assets, analysis_assets]
 
 defs = Definitions(
     assets=load_assets_from_modules(_MODULES),
     asset_checks=load_asset_checks_from_modules(_MODULES),
-    resources={"warehouse": WarehouseResource()},
+    resources={"warehouse": WarehouseResource(), "llm": LLMResource(), "judge_llm": LLMResource(urls=os.environ.get("EVALMISLEAD_JUDGE_URL", ""))},
+    jobs=JOBS,
 )

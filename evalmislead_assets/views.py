@@ -1,15 +1,15 @@
-"""SQL views that make common questions one line (documented in the README)."""
+"""SQL views that make common questions one line (documented in the README).
+
+Views read only the tables declared in schema.py (the upstream tables), so they can be
+created in any DuckDB file by any process; the analysis tables (condition_rates,
+bootstrap_comparisons, ...) are summaries already and are queried directly.
+Order matters: a view may use the views above it.
+"""
 
 from __future__ import annotations
 
 VIEWS: dict[str, str] = {
-    # one row per test, with the problem and the test module it came from
-    "misleading_tests": """
-        SELECT o.condition, o.thinking, o.task_id, o.test_id, o.buggy_detail, o.fixed_detail, g.source
-        FROM test_outcomes o
-        LEFT JOIN generated_tests g USING (condition, thinking, task_id)
-        WHERE o.outcome = 'misleading'
-    """,
+    # per condition x thinking x problem: the four cells (problems with tests only)
     "problem_cells": """
         SELECT condition, thinking, task_id,
                count(*) AS n_tests,
@@ -18,5 +18,49 @@ VIEWS: dict[str, str] = {
                count(*) FILTER (WHERE outcome = 'both_pass') AS n_both_pass,
                count(*) FILTER (WHERE outcome = 'both_fail') AS n_both_fail
         FROM test_outcomes GROUP BY ALL
+    """,
+    # one row per misleading test, with the test module it came from
+    "misleading_tests": """
+        SELECT o.condition, o.thinking, o.task_id, o.problem_idx, o.test_id, o.buggy_detail, o.fixed_detail, g.source
+        FROM test_outcomes o
+        LEFT JOIN generated_tests g USING (condition, thinking, task_id)
+        WHERE o.outcome = 'misleading'
+    """,
+    # every executed test with the function under test
+    "test_results": """
+        SELECT o.condition, o.thinking, o.task_id, o.problem_idx, p.entry_point, o.test_id,
+               o.buggy_status, o.fixed_status, o.outcome, o.seconds
+        FROM test_outcomes o LEFT JOIN problems p USING (task_id)
+    """,
+    # one row per answer: truncation, import, tests collected and run, the four cells
+    "answers": """
+        SELECT g.condition, g.thinking, g.task_id, g.problem_idx, g.finish_reason,
+               g.finish_reason = 'length' AS truncated, g.completion_tokens, g.reasoning_present, g.error,
+               t.import_ok, t.extraction, t.n_tests AS n_tests_collected,
+               coalesce(c.n_tests, 0) AS n_tests, coalesce(c.n_misleading, 0) AS n_misleading,
+               coalesce(c.n_effective, 0) AS n_effective, coalesce(c.n_both_pass, 0) AS n_both_pass,
+               coalesce(c.n_both_fail, 0) AS n_both_fail
+        FROM test_generations g
+        LEFT JOIN generated_tests t USING (condition, thinking, task_id)
+        LEFT JOIN problem_cells c USING (condition, thinking, task_id)
+    """,
+    # answers that hit the token cap, with how many tests they still yielded
+    "truncated_answers": """
+        SELECT condition, thinking, task_id, completion_tokens, import_ok, n_tests
+        FROM answers WHERE truncated
+    """,
+    # test files that could not be imported or collected, with the reason
+    "unimportable_tests": """
+        SELECT condition, thinking, task_id, extraction, finish_reason, error
+        FROM generated_tests WHERE NOT import_ok
+    """,
+    # pooled rates straight from the outcomes (no intervals; condition_rates has them)
+    "live_rates": """
+        SELECT condition, thinking, count(DISTINCT task_id) AS problems_with_tests, count(*) AS n_tests,
+               count(*) FILTER (WHERE outcome = 'misleading') AS n_misleading,
+               count(*) FILTER (WHERE outcome = 'effective') AS n_effective,
+               round(100.0 * count(*) FILTER (WHERE outcome = 'misleading') / count(*), 1) AS misleading_pct,
+               round(100.0 * count(*) FILTER (WHERE outcome = 'effective') / count(*), 1) AS effective_pct
+        FROM test_outcomes GROUP BY ALL ORDER BY thinking, condition
     """,
 }

@@ -15,7 +15,6 @@ COMMANDS: dict[str, str] = {
     "sql": "sql_cmd",
     "backfill": "backfill_cmd",
     "export": "export_cmd",
-    "validate": "validate_cmd",
 }
 
 

@@ -115,10 +115,11 @@ def _print_summary(db: Path) -> None:
         cols = [c for c in ["condition", "thinking", "n_answers", "n_tests", "n_misleading", "n_effective",
                             "misleading_rate", "effective_rate", "n_truncated"] if c in df.columns]
         print(df[cols].to_string(index=False))
-    report_dir = settings.project_data_dir() / "report"
-    for name in ("study_report.md", "study_report.html"):
-        if (report_dir / name).exists():
-            print(f"evalmislead: report at {report_dir / name}")
+    from evalmislead_assets.report import report_dir
+
+    for name in ("report.md", "report.html"):
+        if (report_dir() / name).exists():
+            print(f"evalmislead: report at {report_dir() / name}")
     print(f"evalmislead: query the results with: evalmislead sql \"select * from condition_rates\"  (DuckDB {db})")
 
 

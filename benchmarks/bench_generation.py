@@ -1,0 +1,92 @@
+"""Generation throughput against the embedded llama-server: sequential vs concurrent, then a cached re-run.
+
+    .venv/bin/python benchmarks/bench_generation.py [--n 8] [--max-tokens 128] [--slots 2] [--url URL]
+
+The same requests (test-generation prompts for the first N problems, buggy_code, thinking
+off) are sent once with one request in flight and once with --slots in flight, each into a
+fresh DuckDB file; the server's own prompt cache is disabled (`cache_prompt: false`) so the
+second pass does not reuse the first one's prompt processing. Then the concurrent pass is
+repeated on its DuckDB file: every answer comes from the response cache, no request is sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from evalmislead_assets import prompts, server
+from evalmislead_assets.llm import ChatClient, ChatRequest
+from evalmislead_assets.problems import load_problems
+from evalmislead_assets.storage import Warehouse
+
+
+def requests_for(n: int, max_tokens: int) -> list[ChatRequest]:
+    template = prompts.load_template(prompts.TEST_TEMPLATE)
+    records = load_problems().to_dict("records")[:n]
+    return [
+        ChatRequest(
+            asset="benchmark", condition="buggy_code", thinking="off", task_id=p["task_id"],
+            messages=[{"role": "user", "content": prompts.generation_prompt(p, "buggy_code", None, template).text}],
+            max_tokens=max_tokens, enable_thinking=False, extra={"cache_prompt": False},
+        )
+        for p in records
+    ]
+
+
+def timed(client: ChatClient, wh: Warehouse, reqs: list[ChatRequest]) -> tuple[float, int, int, int]:
+    start = time.monotonic()
+    results, stats = client.run_batch(wh, reqs, log=logging.getLogger("bench"))
+    wall = time.monotonic() - start
+    errors = [r.error for r in results if r.error]
+    if errors:
+        sys.exit(f"benchmark: {len(errors)} requests failed, first: {errors[0]}")
+    tokens = sum(r.completion_tokens or 0 for r in results)
+    return wall, tokens, stats.requests_sent, stats.cache_hits
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=8, help="requests (problems) per pass")
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--slots", type=int, default=2, help="server slots = requests in flight in the concurrent pass")
+    ap.add_argument("--url", default="", help="benchmark this server instead of starting the embedded one")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+
+    reqs = requests_for(args.n, args.max_tokens)
+    tmp = Path(tempfile.mkdtemp(prefix="evalmislead-bench-"))
+    srv = None if args.url else server.EmbeddedServer(parallel=args.slots, log_path=tmp / "server.log").start()
+    url = args.url or srv.url
+    model = "" if args.url else server.EMBEDDED_MODEL_ALIAS
+    try:
+        def client(k: int) -> ChatClient:
+            return ChatClient([url], model=model, max_in_flight=k, retries=1)
+
+        # warm-up (model pages, threads), not measured
+        client(1).run_batch(Warehouse(tmp / "warm.duckdb"), requests_for(1, 8))
+        seq_wall, seq_tok, seq_sent, _ = timed(client(1), Warehouse(tmp / "seq.duckdb"), reqs)
+        conc_db = Warehouse(tmp / "conc.duckdb")
+        conc_wall, conc_tok, conc_sent, _ = timed(client(args.slots), conc_db, reqs)
+        cached_wall, _, cached_sent, cached_hits = timed(client(args.slots), conc_db, reqs)
+    finally:
+        if srv:
+            srv.stop()
+
+    seq_tps, conc_tps = seq_tok / seq_wall, conc_tok / conc_wall
+    print(f"server {url} ({'embedded ' + model if model else 'external'}), {len(reqs)} requests, max_tokens {args.max_tokens}")
+    print(f"sequential (1 in flight):        {seq_wall:7.2f} s  {seq_tok:5d} tokens  {seq_tps:6.1f} tok/s  {seq_sent} requests sent")
+    print(f"concurrent ({args.slots} in flight):        {conc_wall:7.2f} s  {conc_tok:5d} tokens  {conc_tps:6.1f} tok/s  {conc_sent} requests sent")
+    print(f"speed-up: {conc_tps / seq_tps:.2f}x in tokens/s, {seq_wall / conc_wall:.2f}x in wall time")
+    print(
+        f"cached re-run:                   {cached_wall:7.2f} s  requests sent {cached_sent}, cache hits {cached_hits}/{len(reqs)}, "
+        f"{100 * cached_wall / conc_wall:.1f} % of the concurrent wall time"
+    )
+    return 0 if cached_sent == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

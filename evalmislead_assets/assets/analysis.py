@@ -1,0 +1,231 @@
+"""Analysis assets: rates, bootstrap comparisons, matched subset, spec labels, reasoning mentions, report.
+
+Each is unpartitioned and reads every partition of its upstream tables that is stored, so
+it works on a partial run (e.g. thinking off only) and names what is missing in its
+metadata. The plan's sha256 is part of every asset's code version: editing
+prompts/analysis_plan.json marks them all stale in the UI.
+"""
+
+import hashlib
+import time
+
+import pandas as pd
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+
+from evalmislead_assets import analysis as an
+from evalmislead_assets import report as rp
+from evalmislead_assets import spec_labels as sl
+from evalmislead_assets.llm import LLMResource
+from evalmislead_assets.partitions import CONDITION_NAMES, THINKING_MODES
+from evalmislead_assets.storage import Warehouse, WarehouseResource
+
+GROUP = "analysis"
+UPSTREAM = ["test_outcomes", "generated_tests", "test_generations"]
+CODE_VERSION = "analysis-1"
+
+
+def _code_version(*files: str) -> str:
+    """Code version + plan hash (+ hashes of the prompt files an asset reads): a change marks it stale."""
+    try:
+        plan = an.load_plan()
+        parts = [f"plan-{plan.sha256[:12]}"]
+        for name in files:
+            parts.append(f"{name.split('.')[0]}-{hashlib.sha256((plan.path.parent / name).read_bytes()).hexdigest()[:12]}")
+    except Exception:  # an unreadable plan or prompt fails the run itself, with its own error
+        parts = ["plan-unreadable"]
+    return "+".join([CODE_VERSION, *parts])
+
+
+_VERSION = _code_version()
+
+
+def _inputs(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(test_outcomes, test_generations, generated_tests): only the columns the analysis needs."""
+    outcomes = wh.query_df("SELECT condition, thinking, task_id, problem_idx, test_id, outcome FROM test_outcomes")
+    gens = wh.query_df("SELECT condition, thinking, task_id, problem_idx, finish_reason, error FROM test_generations")
+    gt = wh.query_df("SELECT condition, thinking, task_id, problem_idx, n_tests, import_ok FROM generated_tests")
+    return outcomes, gens, gt
+
+
+def _coverage(*frames: pd.DataFrame) -> dict[str, MetadataValue]:
+    present = an.cells_present(*frames)
+    keys = {f"{c}|{t}" for c, t in present}
+    missing = [f"{c}|{t}" for t in THINKING_MODES for c in CONDITION_NAMES if f"{c}|{t}" not in keys]
+    return {
+        "partitions_present": MetadataValue.json(sorted(keys)),
+        "partitions_missing": MetadataValue.json(missing),
+        "thinking_modes_present": MetadataValue.json(sorted({t for _, t in present})),
+    }
+
+
+def _plan_meta(plan: an.Plan) -> dict[str, object]:
+    return {"plan_version": plan.version, "plan_sha256": plan.sha256, "plan_file": MetadataValue.path(str(plan.path))}
+
+
+def _md(df: pd.DataFrame) -> MetadataValue:
+    return MetadataValue.md(rp.md_table(df))
+
+
+@asset(group_name=GROUP, deps=UPSTREAM, code_version=_VERSION,
+       description="Per condition x thinking: cell counts, pooled rates with intervals, truncation and import counts.")
+def condition_rates(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    plan = an.load_plan()
+    wh = warehouse.get()
+    outcomes, gens, gt = _inputs(wh)
+    t0 = time.perf_counter()
+    df = an.condition_rates(outcomes, gens, gt, plan)
+    wall = time.perf_counter() - t0
+    wh.replace_rows("condition_rates", df)
+    context.log.info(f"condition_rates: {len(df)} condition x thinking rows in {wall:.2f} s")
+    shown = df[["condition", "thinking", "n_problems", "n_tests", "n_misleading", "n_effective",
+                "misleading_rate", "effective_rate", "problems_with_effective", "n_truncated_no_tests"]]
+    return MaterializeResult(metadata={
+        "rows": len(df), "compute_s": round(wall, 3), **_plan_meta(plan), **_coverage(outcomes, gens, gt),
+        "rates": _md(shown.round(4)),
+    })
+
+
+@asset(group_name=GROUP, deps=UPSTREAM, code_version=_VERSION,
+       description="The plan's four comparisons per thinking mode: paired bootstrap over problems, percentile CI.")
+def bootstrap_comparisons(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    plan = an.load_plan()
+    wh = warehouse.get()
+    outcomes, gens, gt = _inputs(wh)
+    t0 = time.perf_counter()
+    df, notes = an.bootstrap_comparisons(outcomes, gens, gt, plan)
+    wall = time.perf_counter() - t0
+    wh.replace_rows("bootstrap_comparisons", df)
+    for n in notes:
+        context.log.warning(n)
+    context.log.info(f"bootstrap_comparisons: {len(df)} rows, {plan.n_boot} resamples each, {wall:.2f} s")
+    shown = df[["thinking", "comparison_id", "metric", "condition_a", "condition_b", "estimate", "ci_low",
+                "ci_high", "n_problems", "verdict"]]
+    return MaterializeResult(metadata={
+        "rows": len(df), "bootstrap_s": round(wall, 3), "n_boot": plan.n_boot, "level": plan.level, "seed": plan.seed,
+        "skipped": MetadataValue.json(notes), **_plan_meta(plan), **_coverage(outcomes, gens, gt),
+        "comparisons": _md(shown.round(4)),
+    })
+
+
+@asset(group_name=GROUP, deps=UPSTREAM, code_version=_VERSION,
+       description="Problems where both thinking modes produced >= 1 test in both buggy_code and fixed_code.")
+def truncation_matched_subset(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    plan = an.load_plan()
+    wh = warehouse.get()
+    outcomes, gens, gt = _inputs(wh)
+    df = an.truncation_matched_subset(outcomes, gens, gt, plan)
+    wh.replace_rows("truncation_matched_subset", df)
+    n_in = int(df["in_subset"].sum()) if len(df) else 0
+    cov = _coverage(outcomes, gens, gt)
+    modes = set(cov["thinking_modes_present"].value)
+    note = "" if {"off", "on"} <= modes else f"only thinking {sorted(modes)} stored: the subset is empty until both modes are"
+    if note:
+        context.log.warning(note)
+    return MaterializeResult(metadata={
+        "problems_considered": len(df), "in_subset": n_in, "note": note, **_plan_meta(plan), **cov,
+    })
+
+
+@asset(group_name=GROUP, deps=[truncation_matched_subset, "test_outcomes"], code_version=_VERSION,
+       description="Thinking on minus off on the truncation-matched subset (same bootstrap; report-only).")
+def thinking_comparisons(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    plan = an.load_plan()
+    wh = warehouse.get()
+    outcomes = wh.query_df("SELECT condition, thinking, task_id, problem_idx, test_id, outcome FROM test_outcomes")
+    subset = wh.read_table("truncation_matched_subset")
+    df = an.thinking_comparisons(outcomes, subset, plan)
+    wh.replace_rows("thinking_comparisons", df)
+    n = int(df["n_problems"].max()) if len(df) else 0
+    return MaterializeResult(metadata={
+        "rows": len(df), "subset_problems": n, **_plan_meta(plan),
+        "comparisons": _md(df[["condition", "metric", "rate_off", "rate_on", "estimate", "ci_low", "ci_high",
+                               "n_problems"]].round(4)),
+    })
+
+
+@asset(group_name=GROUP, deps=["model_specs", "problems", *UPSTREAM], code_version=_code_version("spec_judge.md"),
+       description="Two labels per model-written spec by a judge model (prompts/spec_judge.md), human review "
+                   "CSV exported/imported (human labels win), agreement, and misleading rate split by label.")
+def spec_labels(
+    context: AssetExecutionContext, warehouse: WarehouseResource, judge_llm: LLMResource
+) -> MaterializeResult:
+    plan = an.load_plan()
+    wh = warehouse.get()
+    sec = plan.section("spec_labels")
+    specs = wh.query_df(
+        "SELECT thinking, task_id, problem_idx, spec_text, error FROM model_specs ORDER BY thinking, problem_idx")
+    problems = wh.query_df("SELECT task_id, problem_idx, entry_point, buggy_code, fixed_code FROM problems")
+    judged = sl.judge_specs(specs, problems, judge_llm, wh, log=context.log)
+    path = sl.review_csv_path()
+    added = sl.write_review_csv(
+        path, sl.review_sample(specs, int(sec.get("review_sample_size", 20)), int(sec.get("review_seed", plan.seed))),
+        problems)
+    human = sl.read_review_csv(path) if path.exists() else None
+    labels, notes = sl.combine(judged, human)
+    labels.insert(0, "plan_sha256", plan.sha256)
+    agree = sl.agreement(labels)
+    agree.insert(0, "plan_sha256", plan.sha256)
+    outcomes, gens, gt = _inputs(wh)
+    splits = an.spec_label_splits(outcomes, gens, gt, labels, plan)
+    wh.replace_rows("spec_labels", labels)
+    wh.replace_rows("spec_label_agreement", agree)
+    wh.replace_rows("spec_label_splits", splits)
+    for n in notes:
+        context.log.warning(n)
+    cats = sl.category_counts(labels)
+    return MaterializeResult(metadata={
+        "specs": len(labels), "judge_unparsed_or_failed": int(labels["judge_error"].notna().sum()),
+        "review_csv": MetadataValue.path(str(path)), "review_rows_added": added,
+        "human_labels_imported": sl.human_labels_given(human), "notes": MetadataValue.json(notes),
+        "categories": _md(cats), "agreement": _md(agree.drop(columns="plan_sha256").round(3)),
+        "splits": _md(splits.drop(columns="plan_sha256").round(4)), **_plan_meta(plan),
+    })
+
+
+@asset(group_name=GROUP, deps=["test_generations", "test_outcomes"],
+       code_version=_code_version("reasoning_keywords.txt"),
+       description="Thinking-on buggy_code answers whose reasoning mentions the bug (prompts/reasoning_keywords.txt).")
+def reasoning_mentions(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    plan = an.load_plan()
+    wh = warehouse.get()
+    sec = plan.section("reasoning_mentions")
+    cond, thinking = sec.get("condition", "buggy_code"), sec.get("thinking", "on")
+    keywords = an.load_keywords(an.keywords_path(plan))
+    gens = wh.query_df(
+        "SELECT condition, thinking, task_id, problem_idx, reasoning_text, response_text FROM test_generations "
+        "WHERE condition = ? AND thinking = ?", [cond, thinking])
+    outcomes = wh.query_df(
+        "SELECT condition, thinking, task_id, problem_idx, test_id, outcome FROM test_outcomes "
+        "WHERE condition = ? AND thinking = ?", [cond, thinking])
+    answers, matches, summary = an.reasoning_mentions(gens, outcomes, keywords, plan)
+    wh.replace_rows("reasoning_mentions", answers)
+    wh.replace_rows("reasoning_mention_matches", matches)
+    wh.replace_rows("reasoning_mention_summary", summary)
+    note = "" if len(gens) else f"no {cond}|{thinking} answers stored: materialize that partition to fill this table"
+    if note:
+        context.log.warning(note)
+    return MaterializeResult(metadata={
+        "answers": len(answers), "with_reasoning": int(answers["has_reasoning"].sum()) if len(answers) else 0,
+        "mentioning": int(answers["mentions"].sum()) if len(answers) else 0, "matches": len(matches),
+        "keywords_sha256": keywords.sha256, "note": note,
+        "summary": _md(summary.drop(columns=["plan_sha256", "keywords_sha256"]).round(4)), **_plan_meta(plan),
+    })
+
+
+@asset(group_name=GROUP, code_version=_VERSION,
+       deps=[condition_rates, bootstrap_comparisons, truncation_matched_subset, thinking_comparisons, spec_labels,
+             reasoning_mentions],
+       description="The study report (Markdown, HTML, PNG plots) with every table of the published write-up.")
+def study_report(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    plan = an.load_plan()
+    wh = warehouse.get()
+    data = rp.load_data(wh)
+    written = rp.write(rp.build(data, plan), rp.report_dir())
+    context.log.info(f"study report written to {written.html_path}")
+    return MaterializeResult(metadata={
+        "report": MetadataValue.md(written.markdown_ui),
+        "html": MetadataValue.path(str(written.html_path)),
+        "markdown": MetadataValue.path(str(written.markdown_path)),
+        "plots": MetadataValue.json([str(p) for p in written.plot_paths]),
+        **_plan_meta(plan),
+    })

@@ -1,0 +1,292 @@
+"""generated_tests and test_outcomes [condition x thinking]: extract, collect and run every generated test."""
+
+import json
+import os
+import time
+from typing import Any, Optional
+
+import pandas as pd
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetExecutionContext,
+    Config,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+    asset_check,
+)
+
+from evalmislead_assets import scoring
+from evalmislead_assets.collection import CollectRequest, collect_modules
+from evalmislead_assets.extraction import defined_names, extract
+from evalmislead_assets.partitions import condition_thinking_partitions, split_key
+from evalmislead_assets.sandbox import TEST_TIMEOUT_S, Limits, Sandbox
+from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.storage import Warehouse, WarehouseResource
+
+GROUP = "execution"
+WORKERS_ENV = "EVALMISLEAD_SANDBOX_WORKERS"
+
+
+class ExecutionConfig(Config):
+    """Launchpad settings for running generated tests."""
+
+    workers: Optional[int] = None  # parallel zygotes; None: EVALMISLEAD_SANDBOX_WORKERS or the number of CPUs
+    timeout_s: float = TEST_TIMEOUT_S  # per test and version
+
+
+def make_sandbox(config: ExecutionConfig) -> Sandbox:
+    workers = config.workers
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if workers is None and raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ConfigError(f"{WORKERS_ENV}={raw!r} is not a positive whole number; set it to e.g. 2")
+        workers = int(raw)
+    return Sandbox(Limits(timeout_s=config.timeout_s), workers=workers)
+
+
+def _problems(wh: Warehouse) -> pd.DataFrame:
+    return wh.query_df("SELECT task_id, problem_idx, entry_point, buggy_code, fixed_code FROM problems").set_index("task_id")
+
+
+def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox) -> pd.DataFrame:
+    """One row per generation: the extracted module, how it was found, and its collected test ids.
+
+    ``generations`` has task_id, problem_idx, response_text, finish_reason, error; ``problems``
+    is indexed by task_id with entry_point, buggy_code, fixed_code.
+    """
+    rows: list[dict[str, Any]] = []
+    requests: list[CollectRequest] = []
+    for g in generations.itertuples(index=False):
+        row: dict[str, Any] = {
+            "task_id": g.task_id, "problem_idx": _int(g.problem_idx), "source": None, "extraction": "none",
+            "import_ok": False, "n_tests": 0, "test_ids": "[]", "error": None, "finish_reason": _str(g.finish_reason),
+        }
+        truncated = " (answer truncated at the token cap)" if row["finish_reason"] == "length" else ""
+        problem = problems.loc[g.task_id] if g.task_id in problems.index else None
+        if _str(g.error):
+            row["error"] = f"generation failed: {g.error}"
+        elif problem is None:
+            row["error"] = f"problem {g.task_id} is not in the problems table"
+        else:
+            names = defined_names(problem.buggy_code) | defined_names(problem.fixed_code)
+            found = extract(_str(g.response_text), problem.entry_point, names)
+            row["extraction"] = found.extraction
+            if found.source.strip():
+                row["source"] = found.source
+            else:
+                row["error"] = "no code found in the answer" + truncated
+        rows.append(row)
+        requests.append(CollectRequest(row["source"] or "", problem.buggy_code if problem is not None else "",
+                                       problem.fixed_code if problem is not None else ""))
+    collected = collect_modules(requests, sandbox)
+    for row, found in zip(rows, collected):
+        if row["source"] is None:
+            continue
+        row["import_ok"], row["n_tests"], row["test_ids"] = found.import_ok, found.n_tests, json.dumps(found.test_ids)
+        row["error"] = found.error
+    columns = ["task_id", "problem_idx", "source", "extraction", "import_ok", "n_tests", "test_ids", "error",
+               "finish_reason"]
+    df = pd.DataFrame(rows, columns=columns)
+    df["problem_idx"] = df["problem_idx"].astype("Int32")
+    df["n_tests"] = df["n_tests"].astype("int32")
+    df["import_ok"] = df["import_ok"].astype(bool)
+    return df
+
+
+def build_test_outcomes(generated: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox) -> pd.DataFrame:
+    """One row per collected test id: status against each version and its cell."""
+    generated = generated[generated["n_tests"] > 0]
+    jobs, keys = [], []
+    for g in generated.itertuples(index=False):
+        problem = problems.loc[g.task_id]
+        jobs.append((g.source, json.loads(g.test_ids), problem.buggy_code, problem.fixed_code))
+        keys.append((g.task_id, _int(g.problem_idx)))
+    scored = scoring.score_many(jobs, sandbox)
+    rows = [
+        {"task_id": task_id, "problem_idx": idx, "test_id": s.test_id, "buggy_status": s.buggy_status,
+         "fixed_status": s.fixed_status, "outcome": s.outcome, "buggy_detail": s.buggy_detail,
+         "fixed_detail": s.fixed_detail, "seconds": s.seconds}
+        for (task_id, idx), tests in zip(keys, scored) for s in tests
+    ]
+    columns = ["task_id", "problem_idx", "test_id", "buggy_status", "fixed_status", "outcome", "buggy_detail",
+               "fixed_detail", "seconds"]
+    df = pd.DataFrame(rows, columns=columns)
+    df["problem_idx"] = df["problem_idx"].astype("Int32")
+    df["seconds"] = df["seconds"].astype(float)
+    return df
+
+
+def _int(x: Any) -> Optional[int]:
+    return None if x is None or pd.isna(x) else int(x)
+
+
+def _str(x: Any) -> str:
+    return "" if x is None or (not isinstance(x, str) and pd.isna(x)) else str(x)
+
+
+def _isolation_note(sandbox: Sandbox) -> str:
+    iso = sandbox.isolation
+    if iso is None:
+        return "no test ran"
+    missing = iso.missing()
+    return "full (no network, read-only filesystem, PID namespace, own uid)" if not missing else \
+        "without " + ", ".join(missing) + (f" ({'; '.join(iso.notes)})" if iso.notes else "")
+
+
+def _md_table(counts: dict[str, Any], header: tuple[str, str]) -> str:
+    lines = [f"| {header[0]} | {header[1]} |", "|---|---|"] + [f"| {k} | {v} |" for k, v in counts.items()]
+    return "\n".join(lines)
+
+
+@asset(
+    group_name=GROUP, partitions_def=condition_thinking_partitions, deps=["test_generations", "problems"],
+    description="Test module extracted from each answer (fences, nested fences, no fence; import normalised where "
+                "unambiguous) and its test ids as pytest collects them; unimportable files have zero tests and a reason.",
+)
+def generated_tests(context: AssetExecutionContext, config: ExecutionConfig, warehouse: WarehouseResource) -> MaterializeResult:
+    condition, thinking = split_key(context.partition_key)
+    wh = warehouse.get()
+    generations = wh.query_df(
+        "SELECT task_id, problem_idx, response_text, finish_reason, error FROM test_generations "
+        "WHERE condition = ? AND thinking = ? ORDER BY problem_idx", [condition, thinking])
+    if generations.empty:
+        context.log.warning(f"test_generations has no rows for {condition}|{thinking}; materialize it first")
+    sandbox = make_sandbox(config)
+    start = time.monotonic()
+    df = build_generated_tests(generations, _problems(wh), sandbox)
+    wall = time.monotonic() - start
+    wh.replace_rows("generated_tests", df.assign(condition=condition, thinking=thinking),
+                    where={"condition": condition, "thinking": thinking})
+    has_source = df["source"].notna()
+    truncated = df["finish_reason"] == "length"
+    how = df["extraction"].str.split(";").str[0].value_counts().to_dict()
+    return MaterializeResult(metadata={
+        "answers": len(df),
+        "tests": int(df["n_tests"].sum()),
+        "files_with_tests": int((df["n_tests"] > 0).sum()),
+        "no_code_found": int((~has_source).sum()),
+        "not_importable": int((has_source & ~df["import_ok"]).sum()),
+        "import_normalised": int(df["extraction"].str.contains("import:|removed_local_def:", regex=True).sum()),
+        "truncated": int(truncated.sum()),
+        "truncated_zero_tests": int((truncated & (df["n_tests"] == 0)).sum()),
+        "extraction": MetadataValue.md(_md_table(how, ("how", "answers"))),
+        "sandbox": _isolation_note(sandbox),
+        "wall_s": round(wall, 2),
+    })
+
+
+@asset(
+    group_name=GROUP, partitions_def=condition_thinking_partitions, deps=[generated_tests],
+    description="Every generated test run against the buggy and the fixed version, each in its own hardened "
+                "process (10 s); statuses and the four cells (misleading, effective, both_pass, both_fail).",
+)
+def test_outcomes(context: AssetExecutionContext, config: ExecutionConfig, warehouse: WarehouseResource) -> MaterializeResult:
+    condition, thinking = split_key(context.partition_key)
+    wh = warehouse.get()
+    generated = wh.query_df(
+        "SELECT task_id, problem_idx, source, test_ids, n_tests FROM generated_tests "
+        "WHERE condition = ? AND thinking = ? ORDER BY problem_idx", [condition, thinking])
+    if generated.empty:
+        context.log.warning(f"generated_tests has no rows for {condition}|{thinking}; materialize it first")
+    sandbox = make_sandbox(config)
+    start = time.monotonic()
+    df = build_test_outcomes(generated, _problems(wh), sandbox)
+    wall = time.monotonic() - start
+    wh.replace_rows("test_outcomes", df.assign(condition=condition, thinking=thinking),
+                    where={"condition": condition, "thinking": thinking})
+    counts = scoring.cell_counts(df["outcome"])
+    rates = scoring.cell_rates(counts)
+    statuses = {
+        f"{version}:{status}": int((df[f"{version}_status"] == status).sum())
+        for version in ("buggy", "fixed") for status in scoring.STATUSES
+    }
+    effective_problems = df.loc[df["outcome"] == "effective", "task_id"].nunique()
+    runs = 2 * len(df)
+    return MaterializeResult(metadata={
+        "tests": len(df),
+        **{k: v for k, v in counts.items()},
+        **{f"{k}_rate": round(v, 4) for k, v in rates.items()},
+        "problems_with_effective_test": int(effective_problems),
+        "statuses": MetadataValue.md(_md_table(statuses, ("version:status", "tests"))),
+        "sandbox": _isolation_note(sandbox),
+        "wall_s": round(wall, 2),
+        "runs_per_s": round(runs / wall, 1) if wall > 0 and runs else 0.0,
+    })
+
+
+def _scope(context: AssetCheckExecutionContext) -> tuple[str, list[Any]]:
+    """SQL filter on the partition being checked, or on all partitions when the check has none."""
+    try:
+        if context.has_partition_key:
+            condition, thinking = split_key(context.partition_key)
+            return " WHERE condition = ? AND thinking = ?", [condition, thinking]
+    except Exception:  # unpartitioned check run: check everything
+        pass
+    return "", []
+
+
+@asset_check(asset=test_outcomes, description="Every test has valid statuses and lands in exactly one of the four "
+             "cells, once, and every collected test id has its row.")
+def every_test_in_one_cell(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
+    where, params = _scope(context)
+    wh = warehouse.get()
+    df = wh.query_df(f"SELECT condition, thinking, task_id, test_id, buggy_status, fixed_status, outcome "
+                     f"FROM test_outcomes{where}", params)
+    valid_status = df["buggy_status"].isin(scoring.STATUSES) & df["fixed_status"].isin(scoring.STATUSES)
+    expected = [scoring.outcome(b, f) if ok else None
+                for b, f, ok in zip(df["buggy_status"], df["fixed_status"], valid_status)]
+    wrong_cell = df[(~valid_status) | (df["outcome"] != pd.Series(expected, index=df.index, dtype=object))]
+    dupes = df[df.duplicated(["condition", "thinking", "task_id", "test_id"], keep=False)]
+    expected_rows = wh.query_df(f"SELECT condition, thinking, task_id, n_tests FROM generated_tests{where}", params)
+    have = df.groupby(["condition", "thinking", "task_id"]).size().rename("rows").reset_index()
+    merged = expected_rows.merge(have, on=["condition", "thinking", "task_id"], how="inner")
+    count_mismatch = merged[merged["rows"] != merged["n_tests"]]
+    passed = wrong_cell.empty and dupes.empty and count_mismatch.empty
+    return AssetCheckResult(passed=passed, metadata={
+        "tests_checked": len(df),
+        "wrong_or_invalid_cell": len(wrong_cell),
+        "duplicate_rows": len(dupes),
+        "answers_with_row_count_mismatch": MetadataValue.json(
+            count_mismatch[["condition", "thinking", "task_id"]].astype(str).values.tolist()[:50]),
+    })
+
+
+@asset_check(asset=test_outcomes, description="No answer with collected tests is missing from test_outcomes "
+             "(a partition with answers but no outcome rows fails).")
+def outcomes_for_every_answer(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
+    where, params = _scope(context)
+    wh = warehouse.get()
+    missing = wh.query_df(
+        f"SELECT g.condition, g.thinking, g.task_id, g.n_tests FROM (SELECT * FROM generated_tests{where}) g "
+        "LEFT JOIN (SELECT DISTINCT condition, thinking, task_id FROM test_outcomes) o "
+        "USING (condition, thinking, task_id) WHERE g.n_tests > 0 AND o.task_id IS NULL "
+        "ORDER BY g.condition, g.thinking, g.task_id", params)
+    partitions = sorted({f"{c}|{t}" for c, t in zip(missing["condition"], missing["thinking"])})
+    return AssetCheckResult(passed=missing.empty, metadata={
+        "answers_without_outcomes": len(missing),
+        "partitions": MetadataValue.json(partitions),
+        "examples": MetadataValue.json(missing["task_id"].head(20).tolist()),
+    })
+
+
+@asset_check(asset=test_outcomes, description="generated_tests has one row per test_generations answer, and the same "
+             "number of truncated (finish_reason = length) answers, per partition.")
+def truncation_counts_consistent(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
+    where, params = _scope(context)
+    wh = warehouse.get()
+    sql = ("SELECT condition, thinking, count(*) AS answers, count(*) FILTER (WHERE finish_reason = 'length') "
+           "AS truncated FROM {table}{where} GROUP BY ALL")
+    gens = wh.query_df(sql.format(table="test_generations", where=where), params)
+    gt = wh.query_df(sql.format(table="generated_tests", where=where), params)
+    merged = gt.merge(gens, on=["condition", "thinking"], how="left", suffixes=("", "_generations"))
+    bad = merged[(merged["answers"] != merged["answers_generations"])
+                 | (merged["truncated"] != merged["truncated_generations"])]
+    table = merged.assign(partition=merged["condition"] + "|" + merged["thinking"])
+    return AssetCheckResult(passed=bad.empty, metadata={
+        "partitions_checked": len(merged),
+        "inconsistent": MetadataValue.json((bad["condition"] + "|" + bad["thinking"]).tolist()),
+        "truncated_per_partition": MetadataValue.json(
+            {p: int(t) for p, t in zip(table["partition"], table["truncated"])}),
+    })

@@ -1,0 +1,210 @@
+"""model_specs [thinking] and test_generations [condition x thinking]: the model's answers, with provenance."""
+
+import warnings
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+import pandas as pd
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetDep,
+    AssetExecutionContext,
+    Config,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    MultiToSingleDimensionPartitionMapping,
+    asset,
+)
+
+from evalmislead_assets import problems as problem_data
+from evalmislead_assets import prompts, settings
+from evalmislead_assets.assets.problems import problem_validation
+from evalmislead_assets.llm import BatchStats, ChatRequest, ChatResult, LLMResource, LLMUnreachable
+from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
+from evalmislead_assets.storage import Warehouse, WarehouseResource
+
+THINKING_CHECK = "thinking_mode_respected"
+_THINKING_CHECK_DOC = (
+    "The per-request thinking flag is not trusted: thinking=off answers must carry no reasoning, "
+    "and at least one thinking=on answer must carry some."
+)
+
+
+class GenerationConfig(Config):
+    """Launchpad settings for one partition's generation."""
+
+    max_tokens: Optional[int] = None  # None: EVALMISLEAD_MAX_TOKENS_OFF / _ON (4,096 / 16,384)
+    grammar: Optional[str] = None  # GBNF constraint sent to llama-server (tests use it to force <think> output)
+
+
+def _max_tokens(config: GenerationConfig, thinking: str) -> int:
+    return config.max_tokens or settings.max_tokens(thinking)
+
+
+def _requests(
+    asset_name: str, condition: Optional[str], thinking: str, problems: pd.DataFrame,
+    rendered: list[prompts.Rendered], config: GenerationConfig,
+) -> list[ChatRequest]:
+    max_tokens = _max_tokens(config, thinking)
+    extra = {"grammar": config.grammar} if config.grammar else {}
+    return [
+        ChatRequest(
+            asset=asset_name, condition=condition, thinking=thinking, task_id=task_id,
+            messages=[{"role": "user", "content": r.text}], max_tokens=max_tokens,
+            enable_thinking=thinking == "on", extra=dict(extra),
+        )
+        for task_id, r in zip(problems["task_id"], rendered)
+    ]
+
+
+def _rows(problems: pd.DataFrame, rendered: list[prompts.Rendered], results: list[ChatResult]) -> pd.DataFrame:
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    return pd.DataFrame({
+        "task_id": problems["task_id"].tolist(),
+        "problem_idx": problems["problem_idx"].astype("int32").tolist(),
+        "model": [r.model for r in results],
+        "template_sha256": [p.template_sha256 for p in rendered],
+        "prompt_sha256": [p.prompt_sha256 for p in rendered],
+        "request_json": [r.request_json for r in results],
+        "response_text": [None if r.error else r.text for r in results],
+        "reasoning_text": [r.reasoning for r in results],
+        "reasoning_present": [bool(r.reasoning_present) for r in results],
+        "finish_reason": [r.finish_reason for r in results],
+        "prompt_tokens": pd.array([r.prompt_tokens for r in results], dtype="Int32"),
+        "completion_tokens": pd.array([r.completion_tokens for r in results], dtype="Int32"),
+        "latency_s": pd.array([r.latency_s for r in results], dtype="Float64"),
+        "server_url": [r.server_url for r in results],
+        "server_props_sha256": [r.server_props_sha256 for r in results],
+        "cache_key": [r.cache_key for r in results],
+        "error": [r.error for r in results],
+        "created_at": [now] * len(results),
+    })
+
+
+def _metadata(results: list[ChatResult], stats: BatchStats, template_sha: str, max_tokens: int) -> dict[str, Any]:
+    answered = [r for r in results if not r.error]
+    return {
+        "answers": len(answered),
+        "truncations": sum(1 for r in answered if r.finish_reason == "length"),
+        "errors": len(results) - len(answered),
+        "with_reasoning": sum(1 for r in answered if r.reasoning_present),
+        "prompt_tokens": sum(r.prompt_tokens or 0 for r in answered),
+        "completion_tokens": sum(r.completion_tokens or 0 for r in answered),
+        "new_completion_tokens": stats.completion_tokens,
+        "tokens_per_s": round(stats.tokens_per_s, 2),
+        "wall_s": round(stats.wall_s, 2),
+        "cache_hits": stats.cache_hits,
+        "requests_sent": stats.requests_sent,
+        "max_tokens": max_tokens,
+        "template_sha256": template_sha,
+        "error_samples": MetadataValue.json([r.error for r in results if r.error][:5]),
+    }
+
+
+def thinking_check(asset_name: str, thinking: str, results: list[ChatResult]) -> AssetCheckResult:
+    answered = [r for r in results if not r.error]
+    with_reasoning = sum(1 for r in answered if r.reasoning_present)
+    if thinking == "off":
+        passed = with_reasoning == 0
+        text = (f"{with_reasoning} of {len(answered)} thinking-off answers carry reasoning: "
+                "the server did not honour enable_thinking=false")
+    else:
+        passed = with_reasoning > 0
+        text = (f"{with_reasoning} of {len(answered)} thinking-on answers carry reasoning"
+                + ("" if passed else ": the server or model ignored enable_thinking=true"))
+    return AssetCheckResult(
+        asset_key=asset_name, check_name=THINKING_CHECK, passed=passed, severity=AssetCheckSeverity.ERROR,
+        description=text, metadata={"answers": len(answered), "with_reasoning": with_reasoning, "thinking": thinking},
+    )
+
+
+def _generate(
+    context: AssetExecutionContext, wh: Warehouse, llm: LLMResource, asset_name: str, condition: Optional[str],
+    thinking: str, problems: pd.DataFrame, rendered: list[prompts.Rendered], config: GenerationConfig,
+) -> tuple[pd.DataFrame, list[ChatResult], BatchStats]:
+    if problems.empty:
+        raise Failure(f"{asset_name}: no validated problem in EVALMISLEAD_PROBLEMS; widen the subset")
+    requests = _requests(asset_name, condition, thinking, problems, rendered, config)
+    context.log.info(
+        f"{asset_name}[{condition or '-'}|{thinking}]: {len(requests)} problems, max_tokens {requests[0].max_tokens}, "
+        f"template {rendered[0].template_name} sha256 {rendered[0].template_sha256[:12]}"
+    )
+    try:
+        results, stats = llm.run_batch_with_stats(wh, requests, log=context.log)
+    except LLMUnreachable as exc:  # answers received so far are in llm_cache; the partition keeps its old rows
+        raise Failure(description=str(exc)) from None
+    return _rows(problems, rendered, results), results, stats
+
+
+@asset(
+    partitions_def=thinking_partitions,
+    deps=[problem_validation],
+    group_name="generation",
+    check_specs=[AssetCheckSpec(THINKING_CHECK, asset="model_specs", description=_THINKING_CHECK_DOC)],
+    description="One docstring per problem, written by the model from the buggy code (prompts/spec.md).",
+)
+def model_specs(
+    context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource, llm: LLMResource
+) -> MaterializeResult:
+    thinking = str(context.partition_key)
+    wh = warehouse.get()
+    problems = problem_data.study_problems(wh)
+    template = prompts.load_template(prompts.SPEC_TEMPLATE)
+    rendered = [prompts.spec_prompt(p, template) for p in problems.to_dict("records")]
+    df, results, stats = _generate(context, wh, llm, "model_specs", None, thinking, problems, rendered, config)
+    df.insert(0, "thinking", thinking)
+    df["spec_text"] = [None if r.error else prompts.extract_spec(r.text) for r in results]
+    wh.replace_rows("model_specs", df, where={"thinking": thinking})
+    metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking))
+    metadata["empty_specs"] = int(sum(1 for s in df["spec_text"] if not s))
+    return MaterializeResult(metadata=metadata, check_results=[thinking_check("model_specs", thinking, results)])
+
+
+def _specs_for(wh: Warehouse, thinking: str, task_ids: list[str]) -> dict[str, str]:
+    specs = wh.query_df("SELECT task_id, spec_text FROM model_specs WHERE thinking = ?", [thinking])
+    by_task = {t: s for t, s in zip(specs["task_id"], specs["spec_text"]) if isinstance(s, str)}
+    missing = [t for t in task_ids if t not in by_task]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise Failure(
+            f"model_specs partition '{thinking}' has no spec for {shown}; materialize model_specs "
+            f"(partition {thinking}) for these problems first"
+        )
+    return by_task
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # the mapping class is marked beta; it is what Dagster infers anyway
+    _SPECS_OF_SAME_THINKING = MultiToSingleDimensionPartitionMapping(partition_dimension_name="thinking")
+
+
+@asset(
+    partitions_def=condition_thinking_partitions,
+    deps=[
+        problem_validation,
+        # only the model_spec condition reads these rows; the mapping shows the lineage in the UI
+        AssetDep(model_specs, partition_mapping=_SPECS_OF_SAME_THINKING),
+    ],
+    group_name="generation",
+    check_specs=[AssetCheckSpec(THINKING_CHECK, asset="test_generations", description=_THINKING_CHECK_DOC)],
+    description="The model's answer to the test-generation prompt (prompts/test_generation.md), one per problem.",
+)
+def test_generations(
+    context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource, llm: LLMResource
+) -> MaterializeResult:
+    condition, thinking = split_key(context.partition_key)
+    wh = warehouse.get()
+    problems = problem_data.study_problems(wh)
+    records = problems.to_dict("records")
+    specs = _specs_for(wh, thinking, [p["task_id"] for p in records]) if condition == "model_spec" else {}
+    template = prompts.load_template(prompts.TEST_TEMPLATE)
+    rendered = [prompts.generation_prompt(p, condition, specs.get(p["task_id"]), template) for p in records]
+    df, results, stats = _generate(context, wh, llm, "test_generations", condition, thinking, problems, rendered, config)
+    df.insert(0, "thinking", thinking)
+    df.insert(0, "condition", condition)
+    wh.replace_rows("test_generations", df, where={"condition": condition, "thinking": thinking})
+    metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking))
+    return MaterializeResult(metadata=metadata, check_results=[thinking_check("test_generations", thinking, results)])

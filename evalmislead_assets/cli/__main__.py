@@ -1,0 +1,5 @@
+import sys
+
+from evalmislead_assets.cli import main
+
+sys.exit(main())

@@ -1,0 +1,117 @@
+"""`evalmislead backfill --thinking on`: backfill one thinking mode through the running Dagster webserver.
+
+Launches an asset backfill over GraphQL (`launchPartitionBackfill` with exact
+partitions per asset, so no partition of the other mode is touched), then follows
+it to the end, printing a line whenever its progress changes. The dagster-daemon
+must be running (`dagster dev` starts one) for the backfill to make progress.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Mapping
+
+from evalmislead_assets.jobs import GENERATION_ASSETS
+from evalmislead_assets.partitions import THINKING_MODES
+from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.webserver_client import DEFAULT_URL, BackfillState, WebserverClient, WebserverError
+
+HELP = "backfill every partition of one thinking mode (e.g. --thinking on) through the running Dagster webserver"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--thinking", required=True, choices=THINKING_MODES, help="the thinking mode to backfill")
+    parser.add_argument("--assets", default=",".join(GENERATION_ASSETS),
+                        help=f"comma-separated assets partitioned by thinking (default: {','.join(GENERATION_ASSETS)})")
+    parser.add_argument("--url", default=os.environ.get("EVALMISLEAD_WEBSERVER_URL", DEFAULT_URL),
+                        help=f"dagster-webserver URL (default: EVALMISLEAD_WEBSERVER_URL or {DEFAULT_URL})")
+    parser.add_argument("--poll", type=float, default=5.0, metavar="S", help="seconds between progress checks")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="stop following after S seconds")
+    parser.add_argument("--no-wait", action="store_true", help="launch and return without following")
+
+
+def mode_partitions(dimensions: Mapping[str, Mapping[str, list[str]] | None], mode: str) -> dict[str, list[str]]:
+    """asset -> every partition key whose thinking dimension is ``mode``.
+
+    ``dimensions`` maps each asset to {dimension name: keys}, as the webserver reports
+    them; multi-partition keys join dimension values sorted by dimension name with '|'.
+    """
+    out: dict[str, list[str]] = {}
+    for asset, dims in dimensions.items():
+        if not dims:
+            raise ConfigError(f"asset {asset} is not partitioned; --assets takes thinking-partitioned assets")
+        if len(dims) == 1:
+            (values,) = dims.values()
+            if mode not in values:
+                raise ConfigError(f"asset {asset} has no partition {mode!r}; it is not partitioned by thinking")
+            out[asset] = [mode]
+            continue
+        if "thinking" not in dims:
+            raise ConfigError(f"asset {asset} has no thinking dimension (dimensions: {', '.join(dims)})")
+        names = sorted(dims)
+        choices = [[mode] if n == "thinking" else list(dims[n]) for n in names]
+        out[asset] = ["|".join(combo) for combo in itertools.product(*choices)]
+    return out
+
+
+def _progress_line(state: BackfillState, started: float) -> str:
+    return f"[{time.monotonic() - started:6.0f} s] {state.summary()}"
+
+
+def run(args: argparse.Namespace) -> int:
+    assets = [a.strip() for a in args.assets.split(",") if a.strip()]
+    if not assets:
+        raise ConfigError("--assets is empty; name at least one asset, e.g. --assets test_generations")
+    with WebserverClient(args.url) as client:
+        try:
+            client.query("{ version }")
+        except WebserverError:
+            raise ConfigError(
+                f"no Dagster webserver answering at {args.url}; start one with "
+                "`dagster dev -w workspace.yaml` (DAGSTER_HOME set) or pass --url"
+            ) from None
+        try:
+            partitions = mode_partitions(client.asset_dimensions(assets), args.thinking)
+        except WebserverError as exc:
+            raise ConfigError(str(exc)) from None
+        if not client.daemon_health().get("BACKFILL", False):
+            print("evalmislead: warning: the dagster-daemon's backfill loop is not running; "
+                  "the backfill waits until `dagster-daemon run` (or `dagster dev`) is started", file=sys.stderr)
+        n = sum(len(v) for v in partitions.values())
+        backfill_id = client.launch_backfill_by_assets(
+            partitions, title=f"thinking={args.thinking}: {', '.join(assets)}",
+            tags={"evalmislead/thinking": args.thinking},
+        )
+        print(f"launched backfill {backfill_id}: {n} asset partitions with thinking={args.thinking} "
+              f"({', '.join(f'{a} x{len(k)}' for a, k in partitions.items())})")
+        print(f"follow it in the UI: {client.url}/runs/b/{backfill_id}?tab=partitions", flush=True)
+        if args.no_wait:
+            return 0
+        started = time.monotonic()
+        try:
+            state = client.wait_for_backfill(
+                backfill_id, poll_s=args.poll, timeout_s=args.timeout,
+                on_change=lambda s: print(_progress_line(s, started), flush=True),
+            )
+        except TimeoutError as exc:
+            print(f"evalmislead: {exc}; it keeps running in Dagster", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print(f"evalmislead: stopped following; backfill {backfill_id} keeps running in Dagster", file=sys.stderr)
+            return 130
+        runs = client.backfill_runs(backfill_id)
+        counts = Counter(r["status"] for r in runs)
+        print(f"backfill {backfill_id} {state.status} after {time.monotonic() - started:.0f} s; runs: "
+              + (", ".join(f"{c} {s.lower()}" for s, c in sorted(counts.items())) or "none"))
+        for r in runs:
+            if r["status"] != "SUCCESS":
+                print(f"  run {r['runId']} {r['status']} partition {r['tags'].get('dagster/partition', '-')}: "
+                      f"{client.url}/runs/{r['runId']}")
+        if state.error:
+            print(f"evalmislead: backfill error: {state.error.strip().splitlines()[0]}", file=sys.stderr)
+        return 0 if state.succeeded else 1

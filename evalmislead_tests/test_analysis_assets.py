@@ -1,0 +1,189 @@
+"""Analysis assets materialized with dagster from synthetic upstream tables stored in a tmp DuckDB."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from dagster import materialize
+
+from evalmislead_assets import analysis as an
+from evalmislead_assets.assets import analysis as assets
+from evalmislead_assets.llm import ChatResult, LLMResource
+from evalmislead_assets.storage import Warehouse, WarehouseResource
+
+CELLS = ["misleading", "effective", "both_pass", "both_fail"]
+PROBS = {"buggy_code": [0.25, 0.25, 0.4, 0.1], "fixed_code": [0.03, 0.45, 0.45, 0.07],
+         "model_spec": [0.2, 0.3, 0.4, 0.1]}
+
+
+def store_upstream(wh: Warehouse, modes=("off",), n_problems=30, seed=0) -> None:
+    """Random but fixed upstream rows; a few answers truncated with no test, some unimportable."""
+    rng = np.random.default_rng(seed)
+    for thinking in modes:
+        for cond, p in PROBS.items():
+            outcomes, gens, gt = [], [], []
+            for i in range(n_problems):
+                key = {"condition": cond, "thinking": thinking, "task_id": f"Python/{i}", "problem_idx": i}
+                truncated = rng.random() < 0.15
+                n = 0 if truncated else int(rng.integers(0, 9))
+                gens.append({**key, "finish_reason": "length" if truncated else "stop", "error": None,
+                             "response_text": "", "reasoning_text": "This looks like a bug." if i % 3 == 0 else ""})
+                gt.append({**key, "n_tests": n, "import_ok": n > 0, "source": "", "test_ids": "[]"})
+                outcomes += [{**key, "test_id": f"test_{k}", "outcome": rng.choice(CELLS, p=p),
+                              "buggy_status": "passed", "fixed_status": "failed"} for k in range(n)]
+            where = {"condition": cond, "thinking": thinking}
+            wh.replace_rows("test_generations", pd.DataFrame(gens), where=where)
+            wh.replace_rows("generated_tests", pd.DataFrame(gt), where=where)
+            wh.replace_rows("test_outcomes", pd.DataFrame(outcomes), where=where)
+
+
+@pytest.fixture()
+def wh(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVALMISLEAD_REPORT_DIR", str(tmp_path / "report"))
+    monkeypatch.setenv("EVALMISLEAD_REVIEW_CSV", str(tmp_path / "review.csv"))
+    return Warehouse(tmp_path / "study.duckdb")
+
+
+def loop_bootstrap(per_a, per_b, cell, n_boot, level, seed):
+    rng = np.random.default_rng(seed)
+    n = len(per_a)
+    na, da = per_a[cell].to_numpy(), per_a["n"].to_numpy()
+    nb, db = per_b[cell].to_numpy(), per_b["n"].to_numpy()
+    diffs = np.empty(n_boot)
+    for b in range(n_boot):
+        i = rng.integers(0, n, n)
+        diffs[b] = (na[i].sum() / da[i].sum() if da[i].sum() else 0.0) - (nb[i].sum() / db[i].sum() if db[i].sum() else 0.0)
+    a = 100 * (1 - level) / 2
+    return np.percentile(diffs, [a, 100 - a])
+
+
+def test_condition_rates_and_bootstrap_from_stored_rows(wh):
+    store_upstream(wh, modes=("off",))
+    res = materialize([assets.condition_rates, assets.bootstrap_comparisons],
+                      resources={"warehouse": WarehouseResource(path=str(wh.path))})
+    assert res.success
+    plan = an.load_plan()
+    rates = wh.read_table("condition_rates")
+    # exact rates, recomputed by SQL straight from the stored outcomes
+    expect = wh.query_df(
+        "SELECT condition, count(*) AS n, count(*) FILTER (WHERE outcome='misleading') AS m, "
+        "count(*) FILTER (WHERE outcome='effective') AS e, count(DISTINCT task_id) FILTER (WHERE outcome='effective') "
+        "AS pe FROM test_outcomes WHERE thinking='off' GROUP BY condition")
+    for _, x in expect.iterrows():
+        r = rates[(rates["condition"] == x["condition"]) & (rates["thinking"] == "off")].iloc[0]
+        assert (r["n_tests"], r["n_misleading"], r["n_effective"], r["problems_with_effective"]) == \
+            (x["n"], x["m"], x["e"], x["pe"])
+        assert r["misleading_rate"] == x["m"] / x["n"] and r["effective_rate"] == x["e"] / x["n"]
+        assert r["n_problems"] == 30 and r["plan_sha256"] == plan.sha256
+    trunc = wh.query_df("SELECT condition, count(*) AS k FROM test_generations WHERE finish_reason='length' "
+                        "GROUP BY condition").set_index("condition")["k"]
+    assert rates.set_index("condition")["n_truncated_no_tests"].to_dict() == trunc.to_dict()
+
+    comp = wh.read_table("bootstrap_comparisons")
+    assert sorted(comp["comparison_id"]) == [1, 2, 3, 4] and set(comp["thinking"]) == {"off"}
+    per = wh.query_df(
+        "SELECT g.condition, g.task_id, g.problem_idx, count(o.test_id) AS n, "
+        "count(*) FILTER (WHERE o.outcome='misleading') AS misleading, "
+        "count(*) FILTER (WHERE o.outcome='effective') AS effective "
+        "FROM test_generations g LEFT JOIN test_outcomes o USING (condition, thinking, task_id) "
+        "WHERE g.thinking='off' GROUP BY ALL ORDER BY g.problem_idx")
+    for _, c in comp.iterrows():
+        pa = per[per["condition"] == c["condition_a"]].reset_index(drop=True)
+        pb = per[per["condition"] == c["condition_b"]].reset_index(drop=True)
+        cell = an.METRICS[c["metric"]]
+        assert c["estimate"] == pytest.approx(pa[cell].sum() / pa["n"].sum() - pb[cell].sum() / pb["n"].sum())
+        lo, hi = loop_bootstrap(pa, pb, cell, plan.n_boot, plan.level, plan.seed)
+        assert (c["ci_low"], c["ci_high"]) == (pytest.approx(lo, abs=1e-12), pytest.approx(hi, abs=1e-12))
+        assert c["excludes_zero"] == bool(lo > 0 or hi < 0)
+        # an independent seed agrees within Monte Carlo error
+        lo2, hi2 = loop_bootstrap(pa, pb, cell, 4000, plan.level, 99)
+        assert abs(lo2 - lo) < 0.03 and abs(hi2 - hi) < 0.03
+        assert c["plan_sha256"] == plan.sha256 and c["n_problems"] == 30 and c["n_boot"] == plan.n_boot
+
+    meta = res.asset_materializations_for_node("bootstrap_comparisons")[0].metadata
+    assert "buggy_code|on" in meta["partitions_missing"].value
+    assert meta["thinking_modes_present"].value == ["off"]
+
+
+def test_rematerializing_replaces_rows(wh):
+    store_upstream(wh, modes=("off",), n_problems=10)
+    r = WarehouseResource(path=str(wh.path))
+    assert materialize([assets.condition_rates], resources={"warehouse": r}).success
+    store_upstream(wh, modes=("off", "on"), n_problems=10, seed=1)
+    assert materialize([assets.condition_rates], resources={"warehouse": r}).success
+    rates = wh.read_table("condition_rates")
+    assert len(rates) == 6 and not rates.duplicated(["condition", "thinking"]).any()
+
+
+class FakeJudge(LLMResource):
+    """A judge that labels every spec 'transcribes the bug', with no server."""
+
+    def run_batch(self, warehouse, requests, log=None):
+        return [ChatResult(request_json="{}", cache_key=f"k{i}", text="TRANSCRIBES_BUG: yes\nSTATES_CORRECT: no",
+                           reasoning=None, reasoning_present=False, finish_reason="stop", prompt_tokens=1,
+                           completion_tokens=1, latency_s=0.0, server_url=None, server_props_sha256=None,
+                           model="fake-judge", from_cache=False, error=None) for i, _ in enumerate(requests)]
+
+
+@pytest.mark.slow
+def test_whole_analysis_chain_to_the_report(wh):
+    store_upstream(wh, modes=("off", "on"), n_problems=12)
+    problems = pd.DataFrame({
+        "task_id": [f"Python/{i}" for i in range(12)], "problem_idx": list(range(12)), "entry_point": "f",
+        "buggy_code": "def f(x):\n    return x - 1\n", "fixed_code": "def f(x):\n    return x + 1\n",
+    })
+    wh.replace_rows("problems", problems)
+    wh.replace_rows("model_specs", pd.DataFrame({
+        "thinking": "off", "task_id": problems["task_id"], "problem_idx": problems["problem_idx"],
+        "spec_text": "Return x minus one.",
+    }))
+    res = materialize(
+        [assets.condition_rates, assets.bootstrap_comparisons, assets.truncation_matched_subset,
+         assets.thinking_comparisons, assets.spec_labels, assets.reasoning_mentions, assets.study_report],
+        resources={"warehouse": WarehouseResource(path=str(wh.path)), "judge_llm": FakeJudge()},
+    )
+    assert res.success
+    labels = wh.read_table("spec_labels")
+    assert len(labels) == 12 and (labels["category"] == "transcribes_bug").all()
+    assert wh.read_table("spec_label_splits")["n_problems"].sum() == 24  # buggy_code and model_spec, thinking off
+    assert len(wh.read_table("reasoning_mentions")) == 12
+    assert wh.read_table("truncation_matched_subset")["in_subset"].any()
+    meta = res.asset_materializations_for_node("study_report")[0].metadata
+    html = open(meta["html"].value, encoding="utf-8").read()
+    assert "Primary comparisons" in html and "data:image/png;base64," in html
+    assert "data:image/png;base64," in meta["report"].value
+    md = open(meta["markdown"].value, encoding="utf-8").read()
+    assert "](plots/rates.png)" in md and "truncation-matched subset" in md
+
+
+DEFS = '''
+from dagster import Definitions
+from evalmislead_assets.assets import analysis
+from evalmislead_assets.llm import LLMResource
+from evalmislead_assets.storage import WarehouseResource
+
+defs = Definitions(
+    assets=[analysis.condition_rates, analysis.bootstrap_comparisons],
+    resources={"warehouse": WarehouseResource(), "judge_llm": LLMResource()},
+)
+'''
+
+
+@pytest.mark.slow
+def test_dagster_cli_materializes_rates_and_comparisons(wh, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    store_upstream(wh, modes=("off",), n_problems=15)
+    (tmp_path / "defs.py").write_text(DEFS, encoding="utf-8")
+    env = {**os.environ, "EVALMISLEAD_DB": str(wh.path), "DAGSTER_HOME": str(tmp_path / "dh")}
+    (tmp_path / "dh").mkdir()
+    dagster = Path(sys.executable).with_name("dagster")
+    proc = subprocess.run(
+        [str(dagster), "asset", "materialize", "-f", str(tmp_path / "defs.py"),
+         "--select", "condition_rates,bootstrap_comparisons"],
+        env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(wh.read_table("condition_rates")) == 3
+    assert len(wh.read_table("bootstrap_comparisons")) == 4

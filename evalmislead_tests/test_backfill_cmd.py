@@ -1,0 +1,91 @@
+"""`evalmislead backfill`: which partitions it asks for, launched against a real dagster-webserver.
+
+No daemon runs here, so the launched backfills stay requested: these tests check what
+was asked for. test_webserver_e2e follows a backfill to the end with the daemon.
+"""
+
+from collections.abc import Iterator
+
+import pytest
+
+from evalmislead_assets.cli import main
+from evalmislead_assets.cli.backfill_cmd import mode_partitions
+from evalmislead_assets.jobs import CHAIN_ASSETS, thinking_partition_keys
+from evalmislead_assets.settings import ConfigError
+from evalmislead_tests.dagster_services import DagsterServices, dagster_services, free_port
+
+GRID = {"condition": ["buggy_code", "fixed_code"], "thinking": ["off", "on"]}
+
+
+def test_mode_partitions_fixes_the_thinking_dimension() -> None:
+    got = mode_partitions({"a": GRID, "b": {"thinking": ["off", "on"]}}, "on")
+    assert got == {"a": ["buggy_code|on", "fixed_code|on"], "b": ["on"]}
+    # dimension values join in dimension-name order, whatever order they come in
+    assert mode_partitions({"a": {"thinking": ["off", "on"], "condition": ["x"]}}, "off") == {"a": ["x|off"]}
+
+
+@pytest.mark.parametrize(("dims", "message"), [
+    (None, "not partitioned"),
+    ({"condition": ["x"], "model": ["y"]}, "no thinking dimension"),
+    ({"condition": ["x"]}, "has no partition 'on'"),
+])
+def test_mode_partitions_rejects_other_assets(dims: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        mode_partitions({"a": dims}, "on")  # type: ignore[dict-item]
+
+
+@pytest.fixture(scope="module")
+def webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterServices]:
+    base = tmp_path_factory.mktemp("backfill_cmd")
+    with dagster_services(base, {"EVALMISLEAD_DB": str(base / "study.duckdb")}, daemon=False) as svc:
+        yield svc
+
+
+def _launched_id(out: str) -> str:
+    line = next(ln for ln in out.splitlines() if ln.startswith("launched backfill "))
+    return line.split()[2].rstrip(":")
+
+
+def test_launches_exactly_the_thinking_on_partitions(webserver: DagsterServices, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["backfill", "--thinking", "on", "--url", webserver.url, "--no-wait"]) == 0
+    captured = capsys.readouterr()
+    assert "backfill loop is not running" in captured.err  # no daemon in this test
+    backfill_id = _launched_id(captured.out)
+    assert f"{webserver.url}/runs/b/{backfill_id}" in captured.out
+    with webserver.client() as client:
+        state = client.backfill(backfill_id)
+        assert state.status == "REQUESTED"
+        assert {a.asset: a.targeted for a in state.assets} == {"model_specs": 1, **dict.fromkeys(CHAIN_ASSETS, 6)}
+        assert client.targeted_partitions(backfill_id, "model_specs") == ["on"]
+        for asset in CHAIN_ASSETS:
+            assert sorted(client.targeted_partitions(backfill_id, asset)) == sorted(thinking_partition_keys("on"))
+
+
+def test_assets_option_limits_the_selection(webserver: DagsterServices, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["backfill", "--thinking", "off", "--assets", "test_generations", "--url", webserver.url,
+                 "--no-wait"]) == 0
+    backfill_id = _launched_id(capsys.readouterr().out)
+    with webserver.client() as client:
+        assert [a.asset for a in client.backfill(backfill_id).assets] == ["test_generations"]
+        assert sorted(client.targeted_partitions(backfill_id, "test_generations")) == sorted(
+            thinking_partition_keys("off"))
+
+
+@pytest.mark.parametrize(("assets", "message"), [
+    ("problems", "problems is not partitioned"),
+    ("no_such_asset", "no asset no_such_asset"),
+])
+def test_bad_assets_are_one_line_errors(
+    webserver: DagsterServices, assets: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["backfill", "--thinking", "on", "--assets", assets, "--url", webserver.url]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_no_webserver_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["backfill", "--thinking", "on", "--url", url]) == 2
+    err = capsys.readouterr().err
+    assert f"no Dagster webserver answering at {url}" in err and err.count("\n") == 1
+

@@ -1,0 +1,81 @@
+"""Reproduction package: contents, manifest hashes, formats, CLI errors."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from evalmislead_assets import export
+from evalmislead_assets.analysis import load_plan
+from evalmislead_assets.cli import main
+from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.storage import Warehouse
+
+SOURCE = "from solution import f\n\ndef test_one():\n    assert f(1) == 0\n"
+
+
+@pytest.fixture()
+def db(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVALMISLEAD_REVIEW_CSV", str(tmp_path / "review.csv"))
+    monkeypatch.setenv("EVALMISLEAD_REPORT_DIR", str(tmp_path / "no_report"))
+    (tmp_path / "review.csv").write_text("thinking,task_id,human_transcribes_bug,human_states_correct\n"
+                                         "off,Python/0,yes,no\n", encoding="utf-8")
+    wh = Warehouse(tmp_path / "s.duckdb")
+    key = {"condition": "buggy_code", "thinking": "off"}
+    wh.replace_rows("generated_tests", pd.DataFrame([
+        {**key, "task_id": "Python/0", "problem_idx": 0, "source": SOURCE, "n_tests": 1, "import_ok": True},
+        {**key, "task_id": "Python/1", "problem_idx": 1, "source": "", "n_tests": 0, "import_ok": False},
+    ]), where=key)
+    wh.replace_rows("test_outcomes", pd.DataFrame([
+        {**key, "task_id": "Python/0", "problem_idx": 0, "test_id": "test_one", "buggy_status": "passed",
+         "fixed_status": "failed", "outcome": "misleading"},
+    ]), where=key)
+    return wh.path
+
+
+def test_package_contents_and_manifest(db, tmp_path):
+    out = tmp_path / "pkg"
+    res = export.export_package(db, out, archive=True)
+    m = json.loads((out / "manifest.json").read_text())
+    assert m == res.manifest and m["plan_sha256"] == load_plan().sha256
+    paths = {f["path"] for f in m["files"]}
+    assert {"plan/analysis_plan.json", "plan/analysis_plan_changes.md", "prompts/spec_judge.md",
+            "prompts/reasoning_keywords.txt", "tables/test_outcomes.parquet", "tables/generated_tests.parquet",
+            "generated_tests/off/buggy_code/Python_0.py", "review/review.csv"} <= paths
+    assert not any(p.startswith("generated_tests/") and "Python_1" in p for p in paths)  # no source, no file
+    assert (out / "generated_tests/off/buggy_code/Python_0.py").read_text() == SOURCE
+    assert m["tables"]["test_outcomes"] == 1 and m["tables"]["generated_tests"] == 2
+    assert "llm_cache" not in m["tables"]
+    back = pd.read_parquet(out / "tables/test_outcomes.parquet")
+    assert list(back["outcome"]) == ["misleading"] and "fixed_status" in back.columns
+    assert export.verify(out) == []
+    sums = (out / "SHA256SUMS").read_text().splitlines()
+    assert len(sums) == len(m["files"])
+    assert res.archive and res.archive.is_file() and res.archive.suffix == ".zip"
+    (out / "tables/test_outcomes.parquet").write_bytes(b"tampered")
+    assert export.verify(out) == ["tables/test_outcomes.parquet"]
+
+
+def test_jsonl_format(db, tmp_path):
+    out = tmp_path / "pkg"
+    export.export_package(db, out, fmt="jsonl", with_cache=True)
+    lines = (out / "tables/generated_tests.jsonl").read_text().splitlines()
+    assert [json.loads(x)["task_id"] for x in lines] == ["Python/0", "Python/1"]
+    assert (out / "tables/llm_cache.jsonl").exists()
+
+
+def test_refuses_a_non_empty_folder_and_a_missing_db(db, tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(ConfigError, match="not empty"):
+        export.export_package(db, tmp_path / "full")
+    with pytest.raises(ConfigError, match="no DuckDB file"):
+        export.export_package(tmp_path / "none.duckdb", tmp_path / "o")
+
+
+def test_cli(db, tmp_path, capsys):
+    assert main(["export", "--db", str(db), "--out", str(tmp_path / "cli_pkg")]) == 0
+    assert "sha256sum -c SHA256SUMS" in capsys.readouterr().out
+    assert (tmp_path / "cli_pkg" / "manifest.json").is_file()
+    assert main(["export", "--db", str(tmp_path / "missing.duckdb"), "--out", str(tmp_path / "x")]) == 2
+    assert "no DuckDB file" in capsys.readouterr().err

@@ -1,0 +1,142 @@
+"""The study report rendered from stored rows (tmp DuckDB): tables, worked example, plots, HTML."""
+
+import pandas as pd
+import pytest
+
+from evalmislead_assets import analysis as an
+from evalmislead_assets import report as rp
+from evalmislead_assets.storage import Warehouse
+
+BUGGY = "def get_positive(l: list):\n    return [e for e in l if e < 0]\n"
+FIXED = "def get_positive(l: list):\n    return [e for e in l if e > 0]\n"
+BUGGY_TESTS = '''from solution import get_positive
+import pytest
+
+def test_all_positive():
+    assert get_positive([1, 2, 3]) == []
+
+def test_mixed():
+    assert get_positive([-1, 2, -3]) == [-1, -3]
+
+@pytest.mark.parametrize("xs", [[5], [7, 8]])
+def test_param(xs):
+    assert get_positive(xs) == []
+
+def test_empty():
+    assert get_positive([]) == []
+'''
+# test id -> outcome: six misleading, one both-pass (the protocol's example)
+BUGGY_OUTCOMES = {"test_all_positive": "misleading", "test_mixed": "misleading", "test_param[xs0]": "misleading",
+                  "test_param[xs1]": "misleading", "test_empty": "both_pass"}
+
+
+def store(wh: Warehouse, with_task_30=True, modes=("off",)) -> None:
+    tasks = [1, 30] if with_task_30 else [1, 2]
+    wh.replace_rows("problems", pd.DataFrame({
+        "task_id": [f"Python/{t}" for t in tasks], "problem_idx": tasks, "entry_point": "get_positive",
+        "buggy_code": BUGGY, "fixed_code": FIXED, "bug_type": "operator misuse",
+    }))
+    for thinking in modes:
+        for cond in ("buggy_code", "fixed_code"):
+            key = {"condition": cond, "thinking": thinking}
+            gens, gt, outs = [], [], []
+            for t in tasks:
+                k = {**key, "task_id": f"Python/{t}", "problem_idx": t}
+                gens.append({**k, "finish_reason": "stop", "error": None})
+                if cond == "buggy_code" and t == tasks[-1]:
+                    gt.append({**k, "n_tests": 5, "import_ok": True, "source": BUGGY_TESTS})
+                    outs += [{**k, "test_id": f"test_solution.py::{tid}", "outcome": o, "buggy_status": "passed",
+                              "fixed_status": "passed" if o == "both_pass" else "failed"}
+                             for tid, o in BUGGY_OUTCOMES.items()]
+                else:
+                    gt.append({**k, "n_tests": 2, "import_ok": True, "source": "def test_a(): pass\n"})
+                    outs += [{**k, "test_id": f"test_{i}", "outcome": "effective" if cond == "fixed_code" else
+                              "both_pass", "buggy_status": "failed", "fixed_status": "passed"} for i in range(2)]
+            wh.replace_rows("test_generations", pd.DataFrame(gens), where=key)
+            wh.replace_rows("generated_tests", pd.DataFrame(gt), where=key)
+            wh.replace_rows("test_outcomes", pd.DataFrame(outs), where=key)
+    plan = an.load_plan()
+    o, g, t = (wh.read_table(x) for x in ("test_outcomes", "test_generations", "generated_tests"))
+    wh.replace_rows("condition_rates", an.condition_rates(o, g, t, plan))
+    wh.replace_rows("bootstrap_comparisons", an.bootstrap_comparisons(o, g, t, plan)[0])
+    sub = an.truncation_matched_subset(o, g, t, plan)
+    wh.replace_rows("truncation_matched_subset", sub)
+    wh.replace_rows("thinking_comparisons", an.thinking_comparisons(o, sub, plan))
+
+
+@pytest.fixture()
+def wh(tmp_path):
+    return Warehouse(tmp_path / "r.duckdb")
+
+
+def test_report_from_stored_rows(wh, tmp_path):
+    store(wh)
+    plan = an.load_plan()
+    data = rp.load_data(wh)
+    written = rp.write(rp.build(data, plan), tmp_path / "report")
+    md = written.markdown_path.read_text(encoding="utf-8")
+    # rates table: buggy_code off has 2 + 5 tests, 4 misleading -> 57.1 %
+    line = next(x for x in md.splitlines() if x.startswith("| buggy_code"))
+    assert "| 7 " in line and "57.1 %" in line and "0/2" in line
+    assert "| fixed_code" in md and "100.0 %" in md
+    # comparisons: only 1 and 2 (no model_spec rows), verdicts for thinking off
+    assert "buggy_code − fixed_code" in md and "model_spec − buggy_code" not in md
+    assert "+57.1" in md
+    # everything not stored is named
+    assert "`model_spec|off`" in md and "`buggy_code|on`" in md
+    for section in ("## 1. Rates", "## 2. Primary comparisons", "## 3. Truncation", "## 4. Thinking on vs off",
+                    "## 5. Spec labels", "## 6. Reasoning mentions", "## 7. Worked example"):
+        assert section in md
+    # worked example: task 30, the test bodies and their outcomes
+    assert "Python/30; task 30 is in the run" in md
+    assert "4 misleading" in md and "1 both pass" in md
+    assert "assert get_positive([1, 2, 3]) == []" in md
+    assert "-    return [e for e in l if e < 0]" in md
+    # plots: real PNGs, referenced by path in the file and inline in the HTML and UI markdown
+    assert {p.name for p in written.plot_paths} == {"rates.png", "truncation.png"}
+    for p in written.plot_paths:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "](plots/rates.png)" in md and "data:image" not in md
+    html = written.html_path.read_text(encoding="utf-8")
+    assert html.count("<table>") >= 5 and "data:image/png;base64," in html
+    assert written.markdown_ui.count("data:image/png;base64,") == 2
+
+
+def test_example_falls_back_to_the_most_misleading_problem(wh):
+    store(wh, with_task_30=False)
+    assert rp.pick_example_task(wh) == "Python/2"
+    md = rp.build(rp.load_data(wh), an.load_plan()).markdown(rp.file_ref)
+    assert "task 30 is not in the run" in md and "Python/2" in md
+
+
+def test_report_with_nothing_stored(wh, tmp_path):
+    wh.execute("SELECT 1")  # creates the tables, all empty
+    written = rp.write(rp.build(rp.load_data(wh), an.load_plan()), tmp_path / "r")
+    md = written.markdown_path.read_text(encoding="utf-8")
+    assert "No condition rates stored" in md and "No executed tests are stored yet" in md
+    assert written.plot_paths == []
+
+
+def test_report_notes_rows_from_another_plan(wh, tmp_path):
+    store(wh)
+    wh.execute("UPDATE condition_rates SET plan_sha256 = 'abcdef0123456789'")
+    md = rp.build(rp.load_data(wh), an.load_plan()).markdown(rp.file_ref)
+    assert "`condition_rates` was computed under plan `abcdef012345`" in md
+
+
+@pytest.mark.parametrize("test_id, first_line", [
+    ("test_solution.py::test_mixed", "def test_mixed():"),
+    ("test_param[xs1]", "def test_param(xs):"),
+    ("tests.py::TestX::test_missing", None),
+])
+def test_test_body(test_id, first_line):
+    body = rp.test_body(BUGGY_TESTS, test_id)
+    assert (body.splitlines()[0] if body else None) == first_line
+
+
+def test_report_dir_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("EVALMISLEAD_REPORT_DIR", str(tmp_path / "rep"))
+    assert rp.report_dir() == tmp_path / "rep"
+    monkeypatch.delenv("EVALMISLEAD_REPORT_DIR")
+    monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path))
+    assert rp.report_dir() == tmp_path / "report"
