@@ -8,8 +8,11 @@ test function each, the shape of a generated test file (`from solution import f`
 test and as a test class, so that ids like `test_p[3]` and `TestF::test_k` are in the corpus.
 Every test id runs against the buggy and the fixed version (a "run"). Both runners use the same
 files, the same scrubbed environment and the same worker count; the naive runner starts a
-fresh interpreter and pytest per run, with the 10 s limit. Printed: runs per second of each,
-the ratio, and whether every run got the same status from both (asserted).
+fresh interpreter and pytest per run (`python -m pytest FILE::ID`, installed plugins loading as
+they do for a user; --naive-lean turns autoload off as the zygotes do), with the 10 s limit.
+Runs that hit the limit are left out (they cost the limit in both runners). Printed: runs per
+second and CPU per run of each, the ratios, and whether every run got the same status from
+both (asserted).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import ast
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -76,8 +80,10 @@ def corpus(indices: list[int]) -> list[tuple[str, str, str, list[str]]]:
     return out
 
 
-def naive_status(moddir: str, test_id: str, timeout_s: float) -> str:
+def naive_status(moddir: str, test_id: str, timeout_s: float, lean: bool) -> str:
     env = scrubbed_env(moddir)
+    if not lean:  # as a user would type it: installed pytest plugins load
+        del env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"]
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", moddir,
            "-c", os.path.join(moddir, "pytest.ini"), f"{TEST_FILE}::{test_id}"]
     try:
@@ -98,11 +104,18 @@ def naive_status(moddir: str, test_id: str, timeout_s: float) -> str:
     return "error"
 
 
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--problems", default="0-19")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=10.0)
+    ap.add_argument("--naive-lean", action="store_true",
+                    help="naive runner with plugin autoload off (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1), as the zygotes run")
     args = ap.parse_args()
     cases = corpus(parse_problem_list(args.problems) or list(range(164)))
     requests: list[tuple[Module, str]] = []
@@ -125,11 +138,12 @@ def main() -> None:
     t_collect = time.perf_counter() - t
     for (b, f, s, ids), c in zip([x for x in cases for _ in (0, 1)], collected):
         assert c.test_ids == ids, (c.test_ids, ids, c.error)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), _children_cpu()
     ours = [r.status for r in sandbox.run(requests)]
-    t_ours = time.perf_counter() - t
-    print(f"sandbox: {len(requests)} runs in {t_ours:.2f} s = {len(requests) / t_ours:.1f} runs/s "
-          f"(collection of {len(collected)} file x version pairs: {t_collect:.2f} s; isolation: "
+    t_ours, c_ours = time.perf_counter() - t, _children_cpu() - c
+    print(f"sandbox: {len(requests)} runs in {t_ours:.2f} s = {len(requests) / t_ours:.1f} runs/s, "
+          f"{1000 * c_ours / len(requests):.1f} ms CPU per run (collection of {len(collected)} file x version "
+          f"pairs before: {t_collect:.2f} s; isolation: "
           f"{'full' if sandbox.isolation and not sandbox.isolation.missing() else sandbox.isolation})")
 
     with tempfile.TemporaryDirectory(prefix="bench-naive-") as root:
@@ -142,15 +156,16 @@ def main() -> None:
                 Path(d, TEST_FILE).write_text(m.tests)
                 Path(d, "pytest.ini").write_text("[pytest]\naddopts =\n")
                 dirs[m] = d
-        t = time.perf_counter()
+        t, c = time.perf_counter(), _children_cpu()
         with ThreadPoolExecutor(args.workers) as pool:
-            naive = list(pool.map(lambda r: naive_status(dirs[r[0]], r[1], args.timeout), requests))
-        t_naive = time.perf_counter() - t
-    print(f"naive:   {len(requests)} runs in {t_naive:.2f} s = {len(requests) / t_naive:.1f} runs/s")
+            naive = list(pool.map(lambda r: naive_status(dirs[r[0]], r[1], args.timeout, args.naive_lean), requests))
+        t_naive, c_naive = time.perf_counter() - t, _children_cpu() - c
+    print(f"naive{' (lean)' if args.naive_lean else ''}: {len(requests)} runs in {t_naive:.2f} s = {len(requests) / t_naive:.1f} runs/s, "
+          f"{1000 * c_naive / len(requests):.1f} ms CPU per run")
     mismatches = [(r[1], a, b) for r, a, b in zip(requests, ours, naive) if a != b]
     counts = {s: ours.count(s) for s in sorted(set(ours))}
     print(f"statuses: {counts}; identical outcomes: {not mismatches}")
-    print(f"ratio: {t_naive / t_ours:.1f}x (sandbox runs/s over naive runs/s)")
+    print(f"ratio: {t_naive / t_ours:.1f}x runs/s (wall), {c_naive / c_ours:.1f}x CPU per run")
     assert not mismatches, mismatches[:10]
 
 

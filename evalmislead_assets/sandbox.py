@@ -1,28 +1,32 @@
 """Run untrusted pytest tests, each in its own hardened process, fast.
 
 Process start-up (an interpreter plus pytest) costs far more than a generated test,
-so each batch starts a few fresh *zygotes*: a clean interpreter (never a fork of the
-caller) that imports and configures pytest once and then serves requests. Per
-request the zygote forks a supervisor, which enters a new PID namespace and forks
-the namespace's init, which forks the test process. The test process drops to a
-user id of its own, collects the test module with pytest's own machinery and runs
-one test id through pytest's runtest protocol, then reports over a private pipe.
-Nothing from a generated module is ever imported into the zygote itself, so every
-test starts from the same clean state.
+so each batch starts a few fresh *zygotes*: clean interpreters (started with
+subprocess, never a fork of the caller) that import and configure pytest once and
+then serve requests. Nothing from a generated module is ever imported into a zygote.
 
-Hardening per test: own temporary directory (the only writable place), own session,
-scrubbed environment, limits on address space, file size, open files and processes,
-no new privileges; the time limit kills the namespace's init, which makes the kernel
-kill every process in it (grandchildren that called setsid included). Per zygote: a
-new network namespace (no network) and a mount namespace in which every mount is
-read-only except the batch directory. Where the OS refuses namespaces or we are not
-root, the rest is still enforced and a warning says what is missing (once).
+Per test module and version the zygote forks a *chain*: a supervisor that enters a
+new PID namespace, the namespace's init, and the module process, which drops to a
+user id of its own, imports and collects the module with pytest's own machinery,
+then forks one fresh child per test id (so every test starts from the state right
+after import) and runs it through pytest's runtest protocol. After each test the
+module process kills whatever the test left running in the namespace.
+
+Hardening: the only writable place is the batch directory (each test gets its own
+temporary directory and cwd; the code under test is read-only to it); scrubbed
+environment; limits on address space, file size (which also caps captured output),
+open files, processes and CPU; no new privileges; no network (own network namespace);
+every other mount read-only. The zygote enforces each time limit itself and ends a
+chain by killing its init, whereupon the kernel kills every process in the namespace
+(grandchildren that called setsid included); the next tests of that module continue
+in a fresh chain. Where the OS refuses namespaces or we are not root, the rest is
+still enforced and a warning says once what is missing.
 
 A ``passed`` status needs positive evidence: a line carrying a per-test random nonce,
 written by the harness over a pipe at a random descriptor number after pytest's
-protocol returned with a passing call phase, from the original test process. An
-exit code is never evidence: ``os._exit(0)`` in a test reads as ``crashed`` and
-``sys.exit(0)`` as ``failed`` (pytest's own verdict).
+protocol returned with a passing call phase, from the original test process, and
+followed by the module process's word that the test process has ended. An exit code
+is never evidence: ``os._exit(0)`` reads as ``crashed``, ``sys.exit(0)`` as ``failed``.
 
 This module imports only the standard library at module level: the zygote runs it
 as a script.
@@ -283,6 +287,14 @@ class TestWarm:
 
 def test_fails():
     assert identity(1) == 2
+
+def test_fails_on_containers():
+    assert identity([1, 2, {"a": "xyz"}]) == [1, 3, {"a": "xyw"}]
+
+def test_raises_and_approx():
+    with pytest.raises(ZeroDivisionError):
+        identity(1) / 0
+    assert identity(0.1 + 0.2) == pytest.approx(0.3)
 """
 
 
@@ -545,7 +557,6 @@ class _ZygotePlugin:
         self.proto_in, self.proto_out = proto_in, proto_out
         self.collect_failures: list[Any] = []
         self.reports: list[Any] = []
-        self.prepared: set[str] = set()
         self.children: set[int] = set()
 
     def pytest_collectreport(self, report: Any) -> None:
@@ -591,42 +602,8 @@ class _ZygotePlugin:
         gc.collect()
         gc.freeze()  # children then leave these objects' pages unshared only when they really write them
 
-    def _prepare(self, session: Any, moddir: str) -> None:
-        """Cache the assertion-rewritten test module and the compiled solution, as root, read-only for tests.
-
-        Only compiles (never executes) the untrusted source, in a throw-away child with a time
-        limit; it spares every test process the rewrite. Any failure just leaves no cache.
-        """
-        if moddir in self.prepared:
-            return
-        self.prepared.add(moddir)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                signal.alarm(max(1, int(self.limits.timeout_s)))
-                import py_compile
-                from pathlib import Path
-
-                from _pytest.assertion import rewrite
-
-                fn = Path(moddir) / TEST_FILE
-                cache = fn.parent / "__pycache__"
-                cache.mkdir(mode=0o755, exist_ok=True)
-                source_hash, co = rewrite._rewrite_test(fn, session.config)
-                state = session.config.stash[rewrite.assertstate_key]
-                rewrite._write_pyc(state, co, source_hash, cache / (fn.name[:-3] + rewrite.PYC_TAIL))
-                solution = Path(moddir) / f"{MODULE_UNDER_TEST}.py"
-                py_compile.compile(str(solution), doraise=False, quiet=2,
-                                   invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
-            except BaseException:
-                pass
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
-
     def _handle(self, session: Any, req: dict[str, Any]) -> dict[str, Any]:
         moddir = os.path.join(self.root, req["dir"])
-        self._prepare(session, moddir)
         self._reap()
         if req["op"] == "collect":
             start = time.monotonic()
@@ -668,10 +645,11 @@ class _Chain:
     """Zygote-side handle on one sandboxed module process and the tests it forks.
 
     Processes: supervisor (trusted; new PID namespace; lives as long as the chain so that its
-    pid makes the chain's uid unique) -> init (PID 1 of the namespace, root, reaps) -> module
-    process (own uid, limits; imports and collects the module once) -> one forked test
-    process per request. The zygote enforces every deadline itself and ends the chain by
-    killing its init, which makes the kernel kill everything in the namespace.
+    pid makes the chain's uid unique) -> module process (PID 1 of the namespace, so a test
+    can neither kill it nor escape its cleanup; own uid, limits; imports and collects the
+    module once) -> one forked test process per request. The zygote enforces every deadline
+    itself and ends the chain by killing the module process, whereupon the kernel kills
+    everything in the namespace.
     """
 
     def __init__(self, plugin: _ZygotePlugin, session: Any, moddir: str, collect_only: bool) -> None:
@@ -735,10 +713,10 @@ class _Chain:
                 self.kill()
                 if timed_out:
                     return {"status": "timeout", "detail": f"timeout after {self.limits.timeout_s:g} s", "seconds": seconds}
-                if report is not None:
-                    return {**report, "seconds": seconds}
+                # Even with a report: a test that takes its sandbox down with it (kills its parent,
+                # every process it can) counts as crashed, whichever won the race.
                 return {"status": "crashed", "seconds": seconds,
-                        "detail": "the test ended its sandbox (e.g. killed its parent) before finishing"}
+                        "detail": "the test ended its sandbox (e.g. killed its parent process)"}
             if "report" in msg:
                 report = msg["report"]
             elif "started" in msg:
@@ -848,7 +826,8 @@ def _crash(code: int, op: str) -> dict[str, Any]:
 
 def _chain_supervisor(plugin: _ZygotePlugin, session: Any, moddir: str, collect_only: bool,
                       ctrl_r: int, rep_w: int) -> None:
-    """Trusted: make the chain's directory and uid, enter a new PID namespace, start its init."""
+    """Trusted: make the chain's directory and uid, enter a new PID namespace, start the module process
+    (its PID 1), and stay until it ends so that this pid, and with it the uid, stays unique."""
     iso = plugin.iso
     for fd in (plugin.proto_in, plugin.proto_out):  # the host's pipes: only the zygote talks to the host
         os.close(fd)
@@ -862,10 +841,7 @@ def _chain_supervisor(plugin: _ZygotePlugin, session: Any, moddir: str, collect_
     pid = os.fork()
     if pid == 0:
         try:
-            if iso.pid_namespace:
-                _chain_init(plugin, session, moddir, collect_only, ctrl_r, rep_w, workdir, uid)
-            else:
-                _module_process(plugin, session, moddir, collect_only, ctrl_r, rep_w, workdir, uid)
+            _module_process(plugin, session, moddir, collect_only, ctrl_r, rep_w, workdir, uid)
         finally:
             os._exit(70)
     _write_line(rep_w, {"init": pid})
@@ -878,24 +854,6 @@ def _chain_supervisor(plugin: _ZygotePlugin, session: Any, moddir: str, collect_
     if not iso.pid_namespace:
         _killpg(pid)
     shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _chain_init(plugin: _ZygotePlugin, session: Any, moddir: str, collect_only: bool, ctrl_r: int, rep_w: int,
-                workdir: str, uid: int | None) -> None:
-    """PID 1 of the chain's namespace: start the module process, reap everything, exit when it does."""
-    pid = os.fork()
-    if pid == 0:
-        _module_process(plugin, session, moddir, collect_only, ctrl_r, rep_w, workdir, uid)
-    os.close(ctrl_r)
-    os.close(rep_w)
-    while True:
-        try:
-            done, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            os._exit(71)
-        if done == pid:
-            code = os.waitstatus_to_exitcode(status)
-            os._exit(code if code >= 0 else 128 - code)
 
 
 def _private_fd(fd: int, exclude: set[int]) -> int:
@@ -986,14 +944,27 @@ def _fork_test(plugin: _ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
     _write_line(rep_w, {"started": True, "pid": pid})
     _, status = os.waitpid(pid, 0)
     if plugin.iso.pid_namespace:
+        # This process is the namespace's init: kill whatever the test left running (kill(-1)
+        # spares init and the caller) and reap it, as orphans are reparented here.
         try:
-            os.kill(-1, signal.SIGKILL)  # whatever the test left running in this namespace (never init)
+            os.kill(-1, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        _reap_all(time.monotonic() + 2.0)
     else:
         _killpg(pid)
     shutil.rmtree(testdir, ignore_errors=True)
     return os.waitstatus_to_exitcode(status)
+
+
+def _reap_all(deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.001)
 
 
 def _test_child(plugin: _ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: int, testdir: str) -> None:
@@ -1016,8 +987,12 @@ def _test_child(plugin: _ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r
         try:
             item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
             status, detail = _status(plugin.reports)
-        except BaseException as exc:  # pytest.exit() or KeyboardInterrupt inside the test
-            status, detail = "error", f"{type(exc).__name__}: {exc}"
+        except BaseException as exc:  # pytest.exit() or KeyboardInterrupt inside the test, or a broken hook
+            if any(r.when == "call" for r in plugin.reports):
+                status, detail = _status(plugin.reports)
+                status = "error" if status == "passed" else status  # the protocol did not finish
+            else:
+                status, detail = "error", f"{type(exc).__name__}: {exc}"
         if os.getpid() != me:  # a fork of the test that returned into the harness: not evidence
             os._exit(0)
         line = (nonce + "\t" + json.dumps({"status": status, "detail": detail[: limits.detail_chars]}) + "\n").encode()
@@ -1081,12 +1056,18 @@ def _short(report: Any) -> str:
 
 def _collect_error(failures: list[Any], moddir: str) -> str:
     """One line: the exception pytest reported for the module (with the line of a SyntaxError)."""
-    text = str(failures[-1].longrepr).replace(moddir + os.sep, "").strip()
+    longrepr = failures[-1].longrepr
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None and crash.message and "SyntaxError" not in crash.message:
+        return crash.message.replace(moddir + os.sep, "").strip().splitlines()[0]
+    text = str(longrepr).replace(moddir + os.sep, "").strip()
     lines = [ln[1:].strip() for ln in text.splitlines() if ln.startswith("E ")]
     if not lines:
         return text.splitlines()[-1] if text else "collection failed"
-    where = re.search(r"line (\d+)", text) if "SyntaxError" in lines[-1] or "IndentationError" in lines[-1] else None
-    return lines[-1] + (f" (line {where.group(1)})" if where else "")
+    raised = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b", ln)]
+    last = (raised or lines)[-1]
+    where = re.search(r"line (\d+)", text) if "SyntaxError" in last or "IndentationError" in last else None
+    return last + (f" (line {where.group(1)})" if where else "")
 
 
 def _zygote_main(argv: list[str]) -> int:
@@ -1107,9 +1088,11 @@ def _zygote_main(argv: list[str]) -> int:
 
     # run our loop before pytest's own (the plugin cannot import pytest at module level)
     _ZygotePlugin.pytest_runtestloop = pytest.hookimpl(tryfirst=True)(_ZygotePlugin.pytest_runtestloop)
+    _ZygotePlugin.pytest_runtest_logreport = pytest.hookimpl(tryfirst=True)(_ZygotePlugin.pytest_runtest_logreport)
+    _ZygotePlugin.pytest_collectreport = pytest.hookimpl(tryfirst=True)(_ZygotePlugin.pytest_collectreport)
     plugin = _ZygotePlugin(root, limits, iso, proto_in, proto_out)
     args = [
-        os.path.join(root, "empty"), "-s", "-q", "-p", "no:cacheprovider",
+        os.path.join(root, "empty"), "-s", "-p", "no:cacheprovider", "-p", "no:terminal",
         "--rootdir", root, "-c", os.path.join(root, "pytest.ini"), "--confcutdir", root,
     ]
     pytest.main(args, plugins=[plugin])

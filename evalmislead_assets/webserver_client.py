@@ -229,9 +229,11 @@ class WebserverClient:
 
     def launch_backfill_by_assets(
         self, partitions: Mapping[str, Iterable[str] | None], title: str | None = None,
-        tags: Mapping[str, str] | None = None,
+        tags: Mapping[str, str] | None = None, run_config: Mapping[str, Any] | None = None,
     ) -> str:
-        """partitionsByAssets: exactly these partition keys per asset (None = unpartitioned asset)."""
+        """partitionsByAssets: exactly these partition keys per asset (None = unpartitioned asset).
+
+        ``run_config`` applies to every run of the backfill (e.g. the executor, or op config)."""
         selectors = []
         for asset, keys in partitions.items():
             sel: dict[str, Any] = {"assetKey": _key_input(asset)}
@@ -244,6 +246,8 @@ class WebserverClient:
         }
         if title:
             params["title"] = title
+        if run_config:
+            params["runConfigData"] = dict(run_config)
         return self._launch(params)
 
     def backfill(self, backfill_id: str) -> BackfillState:

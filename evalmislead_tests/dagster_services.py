@@ -168,6 +168,18 @@ STUDY_ENV = {
 }
 
 
+# A GBNF grammar that makes the toy model answer with two real pytest tests (one passes on
+# both versions, one fails on both), so that generated_tests and test_outcomes get rows.
+TWO_TESTS_GRAMMAR = (
+    r'root ::= "```python\nfrom solution import *\n\n\ndef test_passes():\n    assert True\n\n\n'
+    r'def test_fails():\n    assert " [a-z]{1,8} " is None\n```\n"'
+)
+
+
+def two_tests_run_config() -> dict:
+    return {"ops": {"test_generations": {"config": {"grammar": TWO_TESTS_GRAMMAR}}}}
+
+
 @contextlib.contextmanager
 def patched_environ(env: Mapping[str, str]) -> Iterator[None]:
     saved = {k: os.environ.get(k) for k in env}
@@ -184,11 +196,12 @@ def patched_environ(env: Mapping[str, str]) -> Iterator[None]:
 
 def materialize_thinking_mode(
     home: Path, env: Mapping[str, str], thinking: str, with_problems: bool = True,
-    conditions: Sequence[str] | None = None, with_analysis: bool = True,
+    conditions: Sequence[str] | None = None, with_analysis: bool = True, grammar: bool = True,
 ) -> None:
     """Materialize, in this process, the study for one thinking mode into the instance at ``home``:
     problems and their validation, model_specs[thinking], the condition|thinking partitions of the
-    generation chain (all conditions, or ``conditions``), then the unpartitioned analysis assets."""
+    generation chain (all conditions, or ``conditions``; answers shaped by TWO_TESTS_GRAMMAR unless
+    ``grammar`` is false), then the unpartitioned analysis assets."""
     from dagster import DagsterInstance
 
     from evalmislead_assets.definitions import defs
@@ -212,9 +225,10 @@ def materialize_thinking_mode(
         steps.append((analysis, None))
     with patched_environ({**env, "DAGSTER_HOME": str(home)}), DagsterInstance.from_config(str(home)) as instance:
         for names, partition in steps:
+            run_config = two_tests_run_config() if grammar and "test_generations" in names else None
             job.execute_in_process(
                 instance=instance, partition_key=partition, asset_selection=[keys[n] for n in names],
-                tags={"evalmislead/seed": thinking},
+                run_config=run_config, tags={"evalmislead/seed": thinking},
             )
 
 

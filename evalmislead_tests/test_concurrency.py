@@ -43,7 +43,7 @@ CONDITIONS = ["buggy_code", "fixed_code", "model_spec", "signature_only"]
 def test_four_writer_processes_at_the_same_moment(tmp_path: Path) -> None:
     db = tmp_path / "study.duckdb"
     Warehouse(db).execute("select 1")  # create the schema once, as the problems asset would
-    n_writes = 25
+    n_writes = 20
     start_at = time.time() + 2.0  # after every interpreter has imported pandas and duckdb
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     procs = [
@@ -66,7 +66,7 @@ def test_four_writer_processes_at_the_same_moment(tmp_path: Path) -> None:
     worst = max(r["max_s"] for r in results)
     print(f"\n4 processes x {n_writes} (append + partition replace): wall {wall:.2f} s, "
           f"mean {1000 * sum(r['mean_s'] for r in results) / 4:.0f} ms, worst {1000 * worst:.0f} ms per write pair")
-    assert worst < 30, "a short write should never wait long for the lock"
+    assert worst < 60, "a short write should never wait long for the lock"
 
 
 PARTITIONS = [f"{c}|off" for c in ["buggy_code", "fixed_code", "signature_only", "human_docstring"]]
@@ -78,7 +78,9 @@ def test_four_partition_runs_started_together_all_succeed(tmp_path: Path, llama_
     from dagster import AssetKey, DagsterEventType, DagsterInstance
 
     from evalmislead_assets.jobs import CHAIN_ASSETS
-    from evalmislead_tests.dagster_services import BIN, PROJECT_ROOT, STUDY_ENV, materialize_thinking_mode
+    from evalmislead_tests.dagster_services import (
+        BIN, PROJECT_ROOT, STUDY_ENV, materialize_thinking_mode, two_tests_run_config,
+    )
 
     home = tmp_path / "dagster_home"
     home.mkdir()
@@ -90,7 +92,7 @@ def test_four_partition_runs_started_together_all_succeed(tmp_path: Path, llama_
 
     full_env = {**os.environ, **env, "DAGSTER_HOME": str(home)}
     cmd = [str(BIN / "dagster"), "asset", "materialize", "-m", "evalmislead_assets.definitions",
-           "--select", ",".join(CHAIN_ASSETS), "--partition"]
+           "--select", ",".join(CHAIN_ASSETS), "--config-json", json.dumps(two_tests_run_config()), "--partition"]
     start = time.monotonic()
     procs = {k: subprocess.Popen([*cmd, k], cwd=tmp_path, env=full_env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True) for k in PARTITIONS}
@@ -108,7 +110,7 @@ def test_four_partition_runs_started_together_all_succeed(tmp_path: Path, llama_
         tests = wh.query_df("SELECT task_id, n_tests FROM generated_tests WHERE condition = ? AND thinking = ?", where)
         assert sorted(tests["task_id"]) == ["Python/0", "Python/30"], key
         outcomes = wh.query_df("SELECT count(*) n FROM test_outcomes WHERE condition = ? AND thinking = ?", where)
-        assert outcomes["n"][0] == tests["n_tests"].fillna(0).sum(), key
+        assert outcomes["n"][0] == tests["n_tests"].sum() == 4, key  # two tests per answer, all executed
         calls = wh.query_df("SELECT count(DISTINCT task_id) n FROM llm_calls WHERE condition = ? AND thinking = ?"
                             " AND asset = 'test_generations' AND error IS NULL", where)
         assert calls["n"][0] == 2, key

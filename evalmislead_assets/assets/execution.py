@@ -126,6 +126,12 @@ def _str(x: Any) -> str:
     return "" if x is None or (not isinstance(x, str) and pd.isna(x)) else str(x)
 
 
+def _warn_if_degraded(context: AssetExecutionContext, sandbox: Sandbox) -> None:
+    if sandbox.isolation is not None and sandbox.isolation.missing():
+        context.log.warning(f"sandbox ran {_isolation_note(sandbox)}; time, memory, file, process and output "
+                            "limits still applied")
+
+
 def _isolation_note(sandbox: Sandbox) -> str:
     iso = sandbox.isolation
     if iso is None:
@@ -157,6 +163,7 @@ def generated_tests(context: AssetExecutionContext, config: ExecutionConfig, war
     start = time.monotonic()
     df = build_generated_tests(generations, _problems(wh), sandbox)
     wall = time.monotonic() - start
+    _warn_if_degraded(context, sandbox)
     wh.replace_rows("generated_tests", df.assign(condition=condition, thinking=thinking),
                     where={"condition": condition, "thinking": thinking})
     has_source = df["source"].notna()
@@ -194,6 +201,7 @@ def test_outcomes(context: AssetExecutionContext, config: ExecutionConfig, wareh
     start = time.monotonic()
     df = build_test_outcomes(generated, _problems(wh), sandbox)
     wall = time.monotonic() - start
+    _warn_if_degraded(context, sandbox)
     wh.replace_rows("test_outcomes", df.assign(condition=condition, thinking=thinking),
                     where={"condition": condition, "thinking": thinking})
     counts = scoring.cell_counts(df["outcome"])

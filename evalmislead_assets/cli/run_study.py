@@ -28,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--thinking", choices=["off", "on", "both"], default="off",
                    help="thinking modes to run (default: off, the primary setting)")
     p.add_argument("--conditions", default="", help="comma-separated conditions (default: all six)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="Dagster console log level (default INFO; progress lines are INFO)")
     p.add_argument("--full", action="store_true",
                    help="all 164 problems and the protocol's caps unless EVALMISLEAD_* say otherwise")
 
@@ -80,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         result = job.execute_in_process(
             instance=instance, asset_selection=[AssetKey(k) for k in keys],
             partition_key=pkey, raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": args.log_level}}}},
         )
         if not result.success:
             failure = _first_failure(result)
@@ -124,4 +127,4 @@ def _print_summary(db: Path) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run(argparse.Namespace(thinking="off", conditions="", full=False)))
+    sys.exit(run(argparse.Namespace(thinking="off", conditions="", full=False, log_level="INFO")))
