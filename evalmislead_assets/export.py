@@ -100,7 +100,7 @@ def export_package(
             options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT json"
             quoted = target.as_posix().replace("'", "''")
             con.execute(f"COPY (SELECT * FROM {table}) TO '{quoted}' ({options})")
-            rows[table] = int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+            rows[table] = int(con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
         n_modules = 0
         if "generated_tests" in have:
             for cond, thinking, task, source in con.execute(

@@ -5,7 +5,7 @@ it selects; `Definitions` resolves the selections and infers each job's partitio
 (model_specs_job: thinking; generation_chain_job: condition x thinking).
 """
 
-from dagster import AssetSelection, define_asset_job
+from dagster import AssetSelection, define_asset_job, in_process_executor
 
 from evalmislead_assets.partitions import CONDITION_NAMES, THINKING_MODES, partition_key
 
@@ -14,10 +14,15 @@ SPEC_ASSETS: list[str] = ["model_specs"]
 CHAIN_ASSETS: list[str] = ["test_generations", "generated_tests", "test_outcomes"]
 GENERATION_ASSETS: list[str] = SPEC_ASSETS + CHAIN_ASSETS
 
+# The chain's steps run one after the other, so these jobs run them inside the run's own
+# process: a step subprocess per asset (the multiprocess default) costs an interpreter
+# start and an import of the project per step; measured here, a cached chain run took
+# 15.5 s that way and 4.0 s in process.
 model_specs_job = define_asset_job(
     "model_specs_job",
     selection=AssetSelection.assets(*SPEC_ASSETS),
     description="Model-written specs for one thinking mode (partition 'off' or 'on').",
+    executor_def=in_process_executor,
 )
 
 generation_chain_job = define_asset_job(
@@ -28,6 +33,7 @@ generation_chain_job = define_asset_job(
         "Backfill only thinking=on with: dagster job backfill -j generation_chain_job "
         '--partitions "$(python -m evalmislead_assets.jobs on)"'
     ),
+    executor_def=in_process_executor,
 )
 
 JOBS: list = [model_specs_job, generation_chain_job]

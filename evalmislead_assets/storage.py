@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -25,6 +26,12 @@ from evalmislead_assets import settings
 from evalmislead_assets.schema import TABLES
 
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "database is locked", "lock on file")
+
+
+# One DuckDB database per file per process: threads share it, and two threads creating
+# the schema at once would conflict on the catalog, so schema creation is serialised.
+_SCHEMA_LOCK = threading.Lock()
+_SCHEMA_DONE: set[Path] = set()
 
 
 class StorageLockTimeout(RuntimeError):
@@ -66,7 +73,10 @@ class Warehouse:
                 delay = min(delay * 1.6, 1.0)
         try:
             if not read_only and not self._schema_ready:
-                ensure_schema(con)
+                with _SCHEMA_LOCK:
+                    if self.path not in _SCHEMA_DONE or not _table_exists(con, "test_outcomes"):
+                        ensure_schema(con)
+                        _SCHEMA_DONE.add(self.path)
                 self._schema_ready = True
             yield con
         finally:
@@ -136,7 +146,7 @@ def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(
         con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'main' AND table_name = ?", [name]
-        ).fetchone()[0]
+        ).fetchall()[0][0]
     )
 
 

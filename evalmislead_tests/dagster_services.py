@@ -160,11 +160,11 @@ def dagster_services(
 
 # --- A small real study behind real services, shared by the end-to-end test modules ---------
 
-# One problem (task 30, get_positive), tiny output caps: every asset runs for real, in seconds.
+# One problem (task 30, get_positive), small output caps: every asset runs for real, quickly.
 STUDY_ENV = {
     "EVALMISLEAD_PROBLEMS": "30",
-    "EVALMISLEAD_MAX_TOKENS_OFF": "64",
-    "EVALMISLEAD_MAX_TOKENS_ON": "96",
+    "EVALMISLEAD_MAX_TOKENS_OFF": "128",  # fits the grammar-shaped answers below
+    "EVALMISLEAD_MAX_TOKENS_ON": "64",
 }
 
 
@@ -176,8 +176,17 @@ TWO_TESTS_GRAMMAR = (
 )
 
 
-def two_tests_run_config() -> dict:
-    return {"ops": {"test_generations": {"config": {"grammar": TWO_TESTS_GRAMMAR}}}}
+# For task 30 (get_positive, whose buggy body keeps the negative numbers): one misleading
+# test (passes on the buggy version only) and one effective test (passes on the fixed one only).
+GET_POSITIVE_GRAMMAR = (
+    r'root ::= "```python\nfrom solution import get_positive\n\n\ndef test_m" [a-z]{0,6} "():\n'
+    r'    assert get_positive([-1, 2]) == [-1]\n\n\ndef test_e" [a-z]{0,6} "():\n'
+    r'    assert get_positive([-1, 2]) == [2]\n```\n"'
+)
+
+
+def grammar_run_config(grammar: str = TWO_TESTS_GRAMMAR) -> dict:
+    return {"ops": {"test_generations": {"config": {"grammar": grammar}}}}
 
 
 @contextlib.contextmanager
@@ -196,12 +205,12 @@ def patched_environ(env: Mapping[str, str]) -> Iterator[None]:
 
 def materialize_thinking_mode(
     home: Path, env: Mapping[str, str], thinking: str, with_problems: bool = True,
-    conditions: Sequence[str] | None = None, with_analysis: bool = True, grammar: bool = True,
+    conditions: Sequence[str] | None = None, with_analysis: bool = True, grammar: str | None = TWO_TESTS_GRAMMAR,
 ) -> None:
     """Materialize, in this process, the study for one thinking mode into the instance at ``home``:
     problems and their validation, model_specs[thinking], the condition|thinking partitions of the
-    generation chain (all conditions, or ``conditions``; answers shaped by TWO_TESTS_GRAMMAR unless
-    ``grammar`` is false), then the unpartitioned analysis assets."""
+    generation chain (all conditions, or ``conditions``; answers shaped by ``grammar`` unless None),
+    then the unpartitioned analysis assets."""
     from dagster import DagsterInstance
 
     from evalmislead_assets.definitions import defs
@@ -225,7 +234,7 @@ def materialize_thinking_mode(
         steps.append((analysis, None))
     with patched_environ({**env, "DAGSTER_HOME": str(home)}), DagsterInstance.from_config(str(home)) as instance:
         for names, partition in steps:
-            run_config = two_tests_run_config() if grammar and "test_generations" in names else None
+            run_config = grammar_run_config(grammar) if grammar and "test_generations" in names else None
             job.execute_in_process(
                 instance=instance, partition_key=partition, asset_selection=[keys[n] for n in names],
                 run_config=run_config, tags={"evalmislead/seed": thinking},
@@ -255,7 +264,7 @@ def shared_study(base: Path, llm_url: str) -> Iterator[Study]:
                "EVALMISLEAD_LLM_URL": llm_url}
         (base / "dagster_home").mkdir(parents=True)
         shutil.copyfile(PROJECT_ROOT / "dagster.yaml", base / "dagster_home" / "dagster.yaml")
-        materialize_thinking_mode(base / "dagster_home", env, "off")
+        materialize_thinking_mode(base / "dagster_home", env, "off", grammar=GET_POSITIVE_GRAMMAR)
         stack = contextlib.ExitStack()
         services = stack.enter_context(dagster_services(base, env, existing_home=True))
         _shared.update(study=Study(services, db, env), stack=stack, users=0)

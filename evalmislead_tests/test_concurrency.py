@@ -79,7 +79,7 @@ def test_four_partition_runs_started_together_all_succeed(tmp_path: Path, llama_
 
     from evalmislead_assets.jobs import CHAIN_ASSETS
     from evalmislead_tests.dagster_services import (
-        BIN, PROJECT_ROOT, STUDY_ENV, materialize_thinking_mode, two_tests_run_config,
+        BIN, PROJECT_ROOT, STUDY_ENV, materialize_thinking_mode, grammar_run_config,
     )
 
     home = tmp_path / "dagster_home"
@@ -92,7 +92,7 @@ def test_four_partition_runs_started_together_all_succeed(tmp_path: Path, llama_
 
     full_env = {**os.environ, **env, "DAGSTER_HOME": str(home)}
     cmd = [str(BIN / "dagster"), "asset", "materialize", "-m", "evalmislead_assets.definitions",
-           "--select", ",".join(CHAIN_ASSETS), "--config-json", json.dumps(two_tests_run_config()), "--partition"]
+           "--select", ",".join(CHAIN_ASSETS), "--config-json", json.dumps(grammar_run_config()), "--partition"]
     start = time.monotonic()
     procs = {k: subprocess.Popen([*cmd, k], cwd=tmp_path, env=full_env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True) for k in PARTITIONS}

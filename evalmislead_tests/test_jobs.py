@@ -39,6 +39,7 @@ def test_jobs_resolve_in_definitions() -> None:
     chain = defs.resolve_job_def("generation_chain_job")
     assert chain.partitions_def == condition_thinking_partitions
     assert chain.asset_layer.executable_asset_keys == {AssetKey(a) for a in jobs.CHAIN_ASSETS}
+    assert chain.executor_def.name == "in_process"
     specs = defs.resolve_job_def("model_specs_job")
     assert specs.partitions_def == thinking_partitions
     assert specs.asset_layer.executable_asset_keys == {AssetKey("model_specs")}

@@ -43,8 +43,8 @@ def test_main_job_runs_the_chain_and_writes_the_report(tmp_path) -> None:
                        "FROM test_generations ORDER BY condition").fetchall()
     assert gens == [("buggy_code", "off", "Python/30", 96), ("fixed_code", "off", "Python/30", 96),
                     ("model_spec", "off", "Python/30", 96)]
-    assert con.execute("SELECT count(*) FROM generated_tests").fetchone()[0] == 3
-    rates = con.execute("SELECT count(*) FROM condition_rates WHERE thinking = 'off'").fetchone()[0]
+    assert con.execute("SELECT count(*) FROM generated_tests").fetchall()[0][0] == 3
+    rates = con.execute("SELECT count(*) FROM condition_rates WHERE thinking = 'off'").fetchall()[0][0]
     assert rates >= 3
     # the runs are real Dagster runs, recorded in DAGSTER_HOME
     assert (tmp_path / "dagster_home" / "history").exists() or any((tmp_path / "dagster_home").iterdir())

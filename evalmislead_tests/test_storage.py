@@ -71,3 +71,16 @@ def test_read_only_on_missing_file_names_the_fix(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="EVALMISLEAD_DB"):
         with Warehouse(tmp_path / "none.duckdb").connect(read_only=True):
             pass
+
+
+def test_many_threads_first_connect_to_one_new_file(tmp_path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "db.duckdb"
+
+    def write(i: int) -> int:
+        return Warehouse(path).append_rows("test_outcomes", _rows("buggy_code", "off", 1, f"t{i}"))
+
+    with ThreadPoolExecutor(8) as pool:
+        assert sum(pool.map(write, range(16))) == 16
+    assert len(Warehouse(path).read_table("test_outcomes")) == 16

@@ -82,10 +82,6 @@ def test_asset_graph_partition_grid_and_report_plot(study: Study, page: Page, ar
     expect(page.get_by_text(f"Missing ({12 - len(done)})")).to_be_visible()
     for value in [*CONDITION_NAMES[:-1], "off", "on"]:  # the last condition's name is cut with an ellipsis
         expect(page.get_by_text(value, exact=True).first).to_be_visible()
-    page.get_by_text("buggy_code", exact=True).first.click()
-    page.get_by_text("off", exact=True).first.click()
-    expect(page.get_by_text("buggy_code|off").first).to_be_visible()
-    expect(page.get_by_text("answers", exact=True).first).to_be_visible()  # the partition's metadata
     page.screenshot(path=str(artifacts / "03-partitions-condition-x-thinking.png"))
 
     # the launch dialog: one selector per dimension; all conditions x thinking=on is 6 partitions
@@ -106,11 +102,22 @@ def test_asset_graph_partition_grid_and_report_plot(study: Study, page: Page, ar
     page.screenshot(path=str(artifacts / "04-backfill-dialog-thinking-on.png"))
     dialog.get_by_role("button", name="Cancel").click()
 
-    # the report's plot, rendered from the materialization metadata
+    # one partition, picked by its two dimension values, with its materialization metadata
+    page.get_by_text("buggy_code", exact=True).first.click()
+    page.get_by_text("off", exact=True).first.click()
+    expect(page.get_by_text("buggy_code|off").first).to_be_visible()
+    expect(page.get_by_text("answers", exact=True).first).to_be_visible()
+    page.screenshot(path=str(artifacts / "05-partition-buggy_code-off.png"))
+
+    # the report (a Markdown metadata entry) and its plots, embedded as data: PNGs
     page.goto(f"{url}/assets/study_report", wait_until="networkidle")
-    page.screenshot(path=str(artifacts / "05-study-report.png"))
-    plot = page.locator("img[src^='data:image/png']").first
+    expect(page.get_by_text("plan_sha256", exact=True)).to_be_visible()
+    page.screenshot(path=str(artifacts / "06-study-report.png"))
+    page.get_by_text("[Show Markdown]").first.click()
+    report = page.locator("[role=dialog]")
+    expect(report.get_by_text("Rates and counts per condition").first).to_be_visible()
+    plot = report.locator("img[src^='data:image/png']").first
     expect(plot).to_be_visible()
     assert plot.evaluate("img => img.complete && img.naturalWidth > 100 && img.naturalHeight > 100")
     plot.scroll_into_view_if_needed()
-    page.screenshot(path=str(artifacts / "06-study-report-plot.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "07-study-report-plot.png"))
