@@ -31,7 +31,7 @@ _LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "database is locked",
 # One DuckDB database per file per process: threads share it, and two threads creating
 # the schema at once would conflict on the catalog, so schema creation is serialised.
 _SCHEMA_LOCK = threading.Lock()
-_SCHEMA_DONE: set[Path] = set()
+_SCHEMA_DONE: dict[Path, int] = {}  # path -> number of tables declared when its schema was made
 
 
 class StorageLockTimeout(RuntimeError):
@@ -74,9 +74,10 @@ class Warehouse:
         try:
             if not read_only and not self._schema_ready:
                 with _SCHEMA_LOCK:
-                    if self.path not in _SCHEMA_DONE or not _table_exists(con, "test_outcomes"):
+                    # again when a module registered more tables since, or the file was replaced
+                    if _SCHEMA_DONE.get(self.path) != len(TABLES) or not _table_exists(con, "test_outcomes"):
                         ensure_schema(con)
-                        _SCHEMA_DONE.add(self.path)
+                        _SCHEMA_DONE[self.path] = len(TABLES)
                 self._schema_ready = True
             yield con
         finally:
