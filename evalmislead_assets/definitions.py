@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from dagster import Definitions, load_asset_checks_from_modules, load_assets_from_modules
+from dagster import Definitions, in_process_executor, load_asset_checks_from_modules, load_assets_from_modules
 
 from evalmislead_assets.assets import analysis as analysis_assets
 from evalmislead_assets.assets import execution as execution_assets
@@ -21,4 +21,7 @@ defs = Definitions(
     asset_checks=load_asset_checks_from_modules(_MODULES),
     resources={"warehouse": WarehouseResource(), "llm": LLMResource(), "judge_llm": LLMResource(urls=os.environ.get("EVALMISLEAD_JUDGE_URL", ""))},
     jobs=JOBS,
+    # One process per run: steps share the LLM resource (and the embedded server) and
+    # skip a process start each; a cached chain run took 4 s instead of 15.5 s.
+    executor=in_process_executor,
 )

@@ -21,6 +21,10 @@ class WebserverError(RuntimeError):
     """The webserver could not be reached, or answered with an error."""
 
 
+class WebserverUnreachable(WebserverError):
+    """No answer (connection refused, timeout, HTTP error status): worth retrying."""
+
+
 _LAUNCH = """
 mutation Launch($params: LaunchBackfillParams!) {
   launchPartitionBackfill(backfillParams: $params) {
@@ -169,9 +173,9 @@ class WebserverClient:
         try:
             resp = self._http.post(self._endpoint, json={"query": document, "variables": dict(variables or {})})
         except httpx.HTTPError as exc:
-            raise WebserverError(f"no Dagster webserver answering at {self.url} ({type(exc).__name__})") from exc
+            raise WebserverUnreachable(f"no Dagster webserver answering at {self.url} ({type(exc).__name__})") from exc
         if resp.status_code != 200:
-            raise WebserverError(f"{self._endpoint} answered HTTP {resp.status_code}: {resp.text[:300]}")
+            raise WebserverUnreachable(f"{self._endpoint} answered HTTP {resp.status_code}: {resp.text[:300]}")
         body = resp.json()
         if body.get("errors"):
             raise WebserverError("GraphQL error: " + "; ".join(e.get("message", str(e)) for e in body["errors"]))
@@ -276,13 +280,26 @@ class WebserverClient:
 
     def wait_for_backfill(
         self, backfill_id: str, poll_s: float = 5.0, timeout_s: float | None = None,
-        on_change: Callable[[BackfillState], None] | None = None,
+        on_change: Callable[[BackfillState], None] | None = None, outage_s: float = 120.0,
     ) -> BackfillState:
-        """Poll until the backfill reaches a terminal status; call on_change whenever its progress changes."""
+        """Poll until the backfill reaches a terminal status; call on_change whenever its progress changes.
+
+        The webserver may restart meanwhile (the backfill lives in the daemon and the instance):
+        unanswered polls are retried for ``outage_s`` before WebserverError is raised.
+        """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         last = None
+        failing_since: float | None = None
         while True:
-            state = self.backfill(backfill_id)
+            try:
+                state = self.backfill(backfill_id)
+                failing_since = None
+            except WebserverUnreachable:
+                failing_since = failing_since or time.monotonic()
+                if time.monotonic() - failing_since > outage_s:
+                    raise
+                time.sleep(poll_s)
+                continue
             if on_change and state.summary() != last:
                 on_change(state)
                 last = state.summary()

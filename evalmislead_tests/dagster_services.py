@@ -172,7 +172,7 @@ STUDY_ENV = {
 # both versions, one fails on both), so that generated_tests and test_outcomes get rows.
 TWO_TESTS_GRAMMAR = (
     r'root ::= "```python\nfrom solution import *\n\n\ndef test_passes():\n    assert True\n\n\n'
-    r'def test_fails():\n    assert " [a-z]{1,8} " is None\n```\n"'
+    r'def test_fails():\n    assert x_" [a-z]{1,8} " is None\n```\n"'  # a NameError, never a keyword
 )
 
 
@@ -235,10 +235,12 @@ def materialize_thinking_mode(
     with patched_environ({**env, "DAGSTER_HOME": str(home)}), DagsterInstance.from_config(str(home)) as instance:
         for names, partition in steps:
             run_config = grammar_run_config(grammar) if grammar and "test_generations" in names else None
+            start = time.monotonic()
             job.execute_in_process(
                 instance=instance, partition_key=partition, asset_selection=[keys[n] for n in names],
                 run_config=run_config, tags={"evalmislead/seed": thinking},
             )
+            print(f"seeded {','.join(names)} [{partition or '-'}] in {time.monotonic() - start:.1f} s", flush=True)
 
 
 @dataclass

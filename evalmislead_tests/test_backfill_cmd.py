@@ -89,3 +89,14 @@ def test_no_webserver_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) ->
     err = capsys.readouterr().err
     assert f"no Dagster webserver answering at {url}" in err and err.count("\n") == 1
 
+
+
+def test_client_asset_selection_with_partition_names(webserver: DagsterServices) -> None:
+    """assetSelection + partitionNames (what the UI sends): names apply to the selection's roots and
+    flow downstream through the partition mappings, so model_specs 'on' reaches every *|on chain partition."""
+    with webserver.client() as client:
+        backfill_id = client.launch_asset_backfill(["model_specs", *CHAIN_ASSETS], ["on"], title="by names")
+        assert client.targeted_partitions(backfill_id, "model_specs") == ["on"]
+        for asset in CHAIN_ASSETS:
+            assert sorted(client.targeted_partitions(backfill_id, asset)) == sorted(thinking_partition_keys("on"))
+        assert client.backfill_runs(backfill_id) == []  # nothing runs without the daemon

@@ -66,6 +66,16 @@ def test_views_and_snapshot(db: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert sorted(p.name for p in db.parent.iterdir()) == ["study.duckdb"]  # the copy is gone
 
 
+def test_save_snapshot_keeps_a_copy(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / "snap" / "copy.duckdb"
+    assert main(_sql(db, "--save-snapshot", str(copy), "--json", "select count(*) n from test_outcomes")) == 0
+    assert json.loads(capsys.readouterr().out) == [{"n": 3}]
+    Warehouse(db).execute("delete from test_outcomes")  # the live file moves on; the copy does not
+    assert Warehouse(copy).query_df("select count(*) n from test_outcomes")["n"][0] == 3
+    assert main(_sql(db, "--save-snapshot", str(db), "select 1")) == 2
+    assert "is the live file" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("query", "message"), [
     ("delete from test_outcomes", "read-only"),
     ("select * from no_such_table", "no_such_table"),

@@ -1,9 +1,11 @@
 """The Dagster UI in headless Chromium (Debian's /usr/bin/chromium through Playwright; no browser download).
 
 Against the real webserver + daemon of the shared one-problem study: the asset graph,
-the condition x thinking partitions of test_generations and the launch dialog with one
-selector per dimension, and the study report's plot. Screenshots go to
-EVALMISLEAD_ARTIFACTS (default: the test's tmp_path).
+the condition x thinking partitions of test_generations and its launch dialog with one
+selector per dimension, the study report's plot, the outcome asset checks, and the
+README's UI route for backfilling thinking=on over the whole chain (up to its preview;
+test_webserver_e2e runs such a backfill). Screenshots go to EVALMISLEAD_ARTIFACTS/ui
+(default: the test's tmp_path).
 """
 
 import os
@@ -94,6 +96,7 @@ def test_asset_graph_partition_grid_and_report_plot(study: Study, page: Page, ar
     expect(dialog.get_by_text("Partition selection")).to_be_visible()
     for dim in ["condition", "thinking"]:
         expect(dialog.get_by_text(dim, exact=True)).to_be_visible()
+    expect(dialog.get_by_text("Select a partition or create one")).to_have_count(2)
     dialog.get_by_role("button", name="All").first.click()
     dialog.get_by_text("Select a partition or create one").click()
     page.get_by_role("menuitem").filter(has_text=re.compile(r"^on")).last.click()
@@ -121,3 +124,30 @@ def test_asset_graph_partition_grid_and_report_plot(study: Study, page: Page, ar
     assert plot.evaluate("img => img.complete && img.naturalWidth > 100 && img.naturalHeight > 100")
     plot.scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "07-study-report-plot.png"))
+
+    # asset health: the outcome checks and their latest results
+    page.keyboard.press("Escape")
+    page.goto(f"{url}/assets/test_outcomes?view=checks", wait_until="networkidle")
+    for check in ["every_test_in_one_cell", "outcomes_for_every_answer", "truncation_counts_consistent"]:
+        expect(page.get_by_text(check, exact=True).first).to_be_visible()
+    page.screenshot(path=str(artifacts / "08-test-outcomes-checks.png"))
+
+    # route 1 for the whole chain: filter the lineage to it, materialize, pick thinking 'on' for the root
+    chain = "key:model_specs or key:test_generations or key:generated_tests or key:test_outcomes"
+    page.goto(f"{url}/asset-groups", wait_until="networkidle")
+    page.locator(".CodeMirror").first.click()
+    page.keyboard.type(chain)
+    page.keyboard.press("Enter")
+    page.get_by_role("button", name=re.compile("Materialize")).first.click()
+    dialog = page.locator("[role=dialog]")
+    expect(dialog.get_by_text("Launch runs to materialize 4 assets")).to_be_visible()
+    # once loaded, the dialog offers the partitions of the selection's root, model_specs (thinking)
+    expect(dialog.get_by_text("Custom", exact=True)).to_be_visible()
+    expect(dialog.get_by_text("Select a partition or create one")).to_have_count(1)
+    dialog.get_by_text("Select a partition or create one").click()
+    page.get_by_role("menuitem").filter(has_text=re.compile(r"^on")).last.click()
+    page.keyboard.press("Escape")
+    dialog.get_by_role("button", name="Preview").click()
+    preview = page.locator("[role=dialog]").filter(has_text="Backfill preview")
+    expect(preview.get_by_text("6 partitions")).to_have_count(3)  # every *|on partition of the chain
+    page.screenshot(path=str(artifacts / "09-chain-backfill-preview-thinking-on.png"))

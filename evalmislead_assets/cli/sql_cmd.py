@@ -38,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fmt.add_argument("--json", action="store_true", help="print a JSON array of row objects")
     parser.add_argument("--snapshot", action="store_true",
                         help="copy the file under the read lock and query the copy (for long queries)")
+    parser.add_argument("--save-snapshot", default="", metavar="PATH",
+                        help="like --snapshot, but keep the copy at PATH (e.g. for an interactive duckdb session)")
     parser.add_argument("--wait", type=float, default=120.0, metavar="S",
                         help="seconds to keep retrying while a writer holds the lock (default 120)")
     parser.add_argument("--limit", type=int, default=200, metavar="N",
@@ -51,7 +53,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"no DuckDB file at {path}; materialize an asset first, or set EVALMISLEAD_DB / --db")
     max_rows = None if (args.csv or args.json) else max(args.limit, 0)
     try:
-        columns, rows, more = query(path, args.query, max_rows=max_rows, wait_s=args.wait, snapshot=args.snapshot)
+        columns, rows, more = query(
+            path, args.query, max_rows=max_rows, wait_s=args.wait, snapshot=args.snapshot,
+            save_snapshot=Path(args.save_snapshot).expanduser().resolve() if args.save_snapshot else None,
+        )
     except StorageLockTimeout as exc:
         raise ConfigError(f"{path} stayed locked by a writer for {args.wait:.0f} s; retry, or raise --wait") from exc
     out = sys.stdout
@@ -71,20 +76,34 @@ def run(args: argparse.Namespace) -> int:
 
 def query(
     path: Path, sql: str, max_rows: int | None = None, wait_s: float = 120.0, snapshot: bool = False,
+    save_snapshot: Path | None = None,
 ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
     """(columns, rows, more_rows_exist) of one read-only query; the file is held only while it runs."""
     wh = Warehouse(path, lock_timeout_s=wait_s)
+    if save_snapshot is not None:
+        if save_snapshot == path:
+            raise ConfigError(f"--save-snapshot {save_snapshot} is the live file; choose another path")
+        copy_under_read_lock(wh, save_snapshot)
+        return _run_query(Warehouse(save_snapshot), sql, max_rows)
     if snapshot:
         with tempfile.TemporaryDirectory(prefix="evalmislead-snapshot-") as tmp:
             copy = Path(tmp) / path.name
-            with wh.connect(read_only=True):
-                # Under the shared read lock no writer is mid-transaction, so the bytes are consistent.
-                shutil.copyfile(path, copy)
-                wal = path.with_name(path.name + ".wal")
-                if wal.exists():
-                    shutil.copyfile(wal, copy.with_name(copy.name + ".wal"))
+            copy_under_read_lock(wh, copy)
             return _run_query(Warehouse(copy), sql, max_rows)
     return _run_query(wh, sql, max_rows)
+
+
+def copy_under_read_lock(wh: Warehouse, target: Path) -> None:
+    """A consistent copy of the DuckDB file: while we hold the shared read lock no writer has it open."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with wh.connect(read_only=True):
+        shutil.copyfile(wh.path, target)
+        wal = wh.path.with_name(wh.path.name + ".wal")
+        target_wal = target.with_name(target.name + ".wal")
+        if wal.exists():
+            shutil.copyfile(wal, target_wal)
+        elif target_wal.exists():
+            target_wal.unlink()
 
 
 def _run_query(wh: Warehouse, sql: str, max_rows: int | None) -> tuple[list[str], list[tuple[Any, ...]], bool]:
