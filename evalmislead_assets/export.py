@@ -14,7 +14,6 @@ Layout of the package folder::
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import re
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from evalmislead_assets.hashing import sha256_file
 from evalmislead_assets import settings
 from evalmislead_assets.analysis import load_plan
 from evalmislead_assets.settings import ConfigError
@@ -41,14 +41,6 @@ def export_dir() -> Path:
     """EVALMISLEAD_EXPORT_DIR, else <data>/export."""
     raw = os.environ.get("EVALMISLEAD_EXPORT_DIR", "").strip()
     return Path(raw).expanduser() if raw else settings.project_data_dir() / "export"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ and a re-run sends requests only for what is missing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -23,6 +22,7 @@ from typing import Any
 import httpx
 from dagster import ConfigurableResource
 
+from evalmislead_assets.hashing import sha256_text
 from evalmislead_assets import settings
 from evalmislead_assets.storage import Warehouse
 
@@ -84,10 +84,6 @@ class LLMUnreachable(RuntimeError):
 
 def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def build_body(req: ChatRequest, model: str, seed: int) -> dict[str, Any]:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from evalmislead_assets.settings import PACKAGE_DIR, ConfigError
+from evalmislead_assets.hashing import sha256_file
+from evalmislead_assets.settings import PACKAGE_DIR
+
+if TYPE_CHECKING:
+    from evalmislead_assets.storage import Warehouse
 
 DATA_FILE = PACKAGE_DIR / "data" / "humanevalpack_python.jsonl"
 LICENSE_FILE = PACKAGE_DIR / "data" / "HUMANEVALPACK_LICENSE"
@@ -25,20 +29,12 @@ class DatasetError(RuntimeError):
     """The dataset file is missing or does not match; one line naming the file."""
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def load_problems(path: Path | None = None, expected_sha256: str | None = DATA_SHA256) -> pd.DataFrame:
     """All problems as a DataFrame; verifies the file's sha256 and the fields before use."""
     path = Path(path or DATA_FILE)
     if not path.is_file():
         raise DatasetError(f"dataset file {path} is missing; reinstall the package (it ships the data)")
-    digest = file_sha256(path)
+    digest = sha256_file(path)
     if expected_sha256 and digest != expected_sha256:
         raise DatasetError(
             f"dataset file {path} is corrupted or changed (sha256 {digest[:12]}..., expected {expected_sha256[:12]}...); "
@@ -84,7 +80,7 @@ def _frame(df: pd.DataFrame, path: Path) -> pd.DataFrame:
     # `declaration`, which has no docstring for the entry point) + the body.
     out["buggy_code"] = out["declaration"] + out["buggy_solution"]
     out["fixed_code"] = out["declaration"] + out["canonical_solution"]
-    out["source_sha256"] = file_sha256(path) if path.is_file() else "hub"
+    out["source_sha256"] = sha256_file(path) if path.is_file() else "hub"
     return out.sort_values("problem_idx").reset_index(drop=True)
 
 
@@ -94,7 +90,7 @@ def select(df: pd.DataFrame, subset: list[int] | None) -> pd.DataFrame:
     return df[df["problem_idx"].isin(subset)].reset_index(drop=True)
 
 
-def study_problems(warehouse: "Warehouse") -> pd.DataFrame:  # noqa: F821
+def study_problems(warehouse: Warehouse) -> pd.DataFrame:
     """Problems the study runs on: validated pairs only, restricted to EVALMISLEAD_PROBLEMS."""
     from evalmislead_assets import settings
 

@@ -11,15 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalmislead_assets.hashing import sha256_text
 from evalmislead_assets import settings
 
 TEST_TEMPLATE = "test_generation"
 SPEC_TEMPLATE = "spec"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

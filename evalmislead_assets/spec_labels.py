@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import difflib
-import hashlib
 import os
 import re
 import zlib
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evalmislead_assets.hashing import sha256_text
 from evalmislead_assets import schema, settings
 from evalmislead_assets import statistics as st
 from evalmislead_assets.prompts import Template, load_template
@@ -64,10 +64,6 @@ def review_csv_path() -> Path:
 def judge_max_tokens() -> int:
     """EVALMISLEAD_JUDGE_MAX_TOKENS (default 256): the answer is two short lines."""
     return settings._int_env("EVALMISLEAD_JUDGE_MAX_TOKENS", 256)
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def bug_diff(buggy_code: str, fixed_code: str) -> str:
