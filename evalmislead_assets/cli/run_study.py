@@ -86,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         )
         if not result.success:
             failure = _first_failure(result)
+            if "Interrupted" in failure:
+                failure = "interrupted"
             raise SystemExit(f"evalmislead: {label} failed: {failure}\n(stored rows are kept; re-run to resume)")
         print(f"evalmislead: done {label} in {time.monotonic() - t0:.1f} s (run {result.run_id})", flush=True)
 
