@@ -9,48 +9,17 @@ from dagster import DagsterInstance, build_asset_check_context, materialize
 from evalmislead_assets.assets import execution
 from evalmislead_assets.partitions import partition_key
 from evalmislead_assets.storage import Warehouse, WarehouseResource
+from evalmislead_tests.test_scoring import WORKED_EXAMPLE as WORKED_TESTS
 
 CHECKS = [execution.every_test_in_one_cell, execution.outcomes_for_every_answer, execution.truncation_counts_consistent]
 
-WORKED_EXAMPLE = '''Here are the tests.
-
-```markdown
-## Tests
-
-```python
-import pytest
-from solution import get_positive
-
-
-def test_all_positive_gives_empty():
-    assert get_positive([1, 2, 3]) == []
-
-
-def test_mixed_keeps_negatives():
-    assert get_positive([-1, 2, -3, 4]) == [-1, -3]
-
-
-def test_all_negative_kept():
-    assert get_positive([-5, -6]) == [-5, -6]
-
-
-def test_single_positive():
-    assert get_positive([7]) == []
-
-
-def test_zero_and_positive():
-    assert get_positive([0, 5]) == []
-
-
-def test_large_mixed():
-    assert get_positive([5, 3, -5, 2, -3, 3, 9, 0, 123, 1, -10]) == [-5, -3, -10]
-
-
-def test_empty_list():
-    assert get_positive([]) == []
-```
-```
-'''
+# The worked example's seven tests, answered the way that broke the published study's first
+# extractor: a python fence nested inside a markdown fence, with prose around it.
+WORKED_EXAMPLE = (
+    "Here are the tests.\n\n```markdown\n## Tests\n\n```python\nimport pytest"
+    + WORKED_TESTS
+    + "```\n```\n"
+)
 
 PARAMETRIZED = '''```python
 import pytest
