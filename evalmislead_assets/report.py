@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets import settings
+from evalmislead_assets import report_sections, settings
 from evalmislead_assets import spec_labels as sl
 from evalmislead_assets.analysis import Plan
 from evalmislead_assets.partitions import CONDITION_NAMES, CONDITIONS, THINKING_MODES
@@ -53,6 +53,7 @@ class ReportData:
     example_sources: pd.DataFrame  # generated_tests rows (condition, thinking, source) of that task
     example_problem: dict = field(default_factory=dict)
     study_problems: int | None = None
+    extra: dict[str, pd.DataFrame] = field(default_factory=dict)  # tables read by report_sections
 
 
 TABLES_READ = [
@@ -76,8 +77,9 @@ def load_data(warehouse) -> ReportData:  # noqa: ANN001 (storage.Warehouse; avoi
             "SELECT task_id, entry_point, buggy_code, fixed_code, bug_type FROM problems WHERE task_id = ?", [task])
         problem = p.iloc[0].to_dict() if len(p) else {"task_id": task}
     n = warehouse.query_df("SELECT count(DISTINCT task_id) AS n FROM test_generations")["n"].iloc[0]
+    extra = {t: warehouse.read_table(t) for t in report_sections.tables()}
     return ReportData(**frames, example_outcomes=ex_out, example_sources=ex_src, example_problem=problem,
-                      study_problems=int(n) if n else None)
+                      study_problems=int(n) if n else None, extra=extra)
 
 
 def pick_example_task(warehouse) -> str | None:  # noqa: ANN001
@@ -445,6 +447,9 @@ def build(data: ReportData, plan: Plan, notes: list[str] | None = None) -> Repor
         L += ["", "## 5. Spec labels", "", *_spec_section(data), "",
               "## 6. Reasoning mentions (thinking on, `buggy_code`)", "", *_mentions_section(data), "",
               "## 7. Worked example", "", *_example_section(data), ""]
+        for i, section in enumerate(report_sections.sections(), start=8):
+            frames = {t: data.extra.get(t, pd.DataFrame()) for t in section.tables}
+            L += [f"## {i}. {section.title}", "", *section.render(frames), ""]
         return "\n".join(L)
 
     return Report(plots, render)

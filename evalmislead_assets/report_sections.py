@@ -1,0 +1,33 @@
+"""Report sections contributed by other modules, listed in one place.
+
+Each section names the tables it reads and a render function from those frames to
+Markdown lines; `report.load_data` reads the tables and `report.build` appends the
+sections, in this order, after the core sections. A section whose tables are missing
+gets empty frames and must say so itself (never a number drawn from no rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+Frames = dict[str, pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    tables: tuple[str, ...]
+    render: Callable[[Frames], list[str]]
+
+
+def sections() -> list[Section]:
+    """The extra sections, in report order (imports are local so that each module stays optional)."""
+    out: list[Section] = []
+    return out
+
+
+def tables() -> list[str]:
+    return sorted({t for s in sections() for t in s.tables})
