@@ -1,14 +1,18 @@
 """Test ids of a generated test module, as pytest names them, collected in the sandbox.
 
 The module is collected against both versions of the code under test (collection runs the
-module's top level, which may call the function). A module that cannot be imported or
-collected against either version has zero tests and a stored reason, as pytest itself
-runs nothing when collection fails. If it collects against one version only, its tests
-count and each of them errors against the other version when run.
+module's top level, which may call the function). PROTOCOL.md, "Scoring" 2: a test file
+that cannot be imported or collected counts as zero tests. That holds per version: a module
+that fails to import or collect against EITHER version has zero tests, ``import_ok`` False
+and the reason in ``error`` (a file that collects against one version only starts with
+``collected against the <version> version only``; see ``is_one_version_error``). Otherwise
+its tests would all score ``error`` on the other version and land in a cell by accident of
+import, not by what they assert.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,8 +22,8 @@ from evalmislead_assets.sandbox import Collected, Module, Sandbox
 @dataclass
 class ModuleTests:
     test_ids: list[str]
-    import_ok: bool  # collected without error against at least one version
-    error: str | None  # why there are no tests, or which version failed to collect
+    import_ok: bool  # imported and collected without error against both versions
+    error: str | None  # why there are no tests
 
     @property
     def n_tests(self) -> int:
@@ -33,19 +37,26 @@ class CollectRequest:
     fixed_code: str
 
 
+ONE_VERSION = "collected against the {ok} version only; {bad}: {error}"
+_ONE_VERSION = re.compile(r"^collected against the (buggy|fixed) version only\b")
+
+
+def is_one_version_error(error: object) -> bool:
+    """Whether a stored generated_tests.error says the file collected against one version only."""
+    return isinstance(error, str) and bool(_ONE_VERSION.match(error))
+
+
 def merge(buggy: Collected, fixed: Collected) -> ModuleTests:
-    """Union of the ids found against each version (fixed order first)."""
+    """Both versions collected: the union of their ids (fixed order first); else zero tests and the reason."""
     if buggy.error and fixed.error:
         reason = fixed.error if buggy.error == fixed.error else f"buggy: {buggy.error}; fixed: {fixed.error}"
         return ModuleTests([], False, reason)
-    ids = list(fixed.test_ids) + [t for t in buggy.test_ids if t not in set(fixed.test_ids)]
-    error = None
     if buggy.error:
-        error = f"buggy: {buggy.error}"
-    elif fixed.error:
-        error = f"fixed: {fixed.error}"
-    elif not ids:
-        error = "no tests collected (pytest found no test functions)"
+        return ModuleTests([], False, ONE_VERSION.format(ok="fixed", bad="buggy", error=buggy.error))
+    if fixed.error:
+        return ModuleTests([], False, ONE_VERSION.format(ok="buggy", bad="fixed", error=fixed.error))
+    ids = list(fixed.test_ids) + [t for t in buggy.test_ids if t not in set(fixed.test_ids)]
+    error = None if ids else "no tests collected (pytest found no test functions)"
     return ModuleTests(ids, True, error)
 
 

@@ -7,14 +7,18 @@ import os
 from dagster import Definitions, in_process_executor, load_asset_checks_from_modules, load_assets_from_modules
 
 from evalmislead_assets.assets import analysis as analysis_assets
+from evalmislead_assets.assets import coverage as coverage_assets
+from evalmislead_assets.assets import determinism as determinism_assets
 from evalmislead_assets.assets import execution as execution_assets
 from evalmislead_assets.assets import generation as generation_assets
+from evalmislead_assets.assets import mutation as mutation_assets
 from evalmislead_assets.assets import problems as problems_assets
 from evalmislead_assets.jobs import JOBS
 from evalmislead_assets.llm import LLMResource
 from evalmislead_assets.storage import WarehouseResource
 
-_MODULES = [problems_assets, generation_assets, execution_assets, analysis_assets]
+_MODULES = [problems_assets, generation_assets, execution_assets, analysis_assets, determinism_assets,
+            coverage_assets, mutation_assets]
 
 defs = Definitions(
     assets=load_assets_from_modules(_MODULES),

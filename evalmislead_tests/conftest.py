@@ -7,18 +7,20 @@ from collections.abc import Iterator
 import pandas as pd
 import pytest
 
-from evalmislead_assets.server import EmbeddedServer
+from evalmislead_assets.server import EmbeddedServer, smollm2_model
 from evalmislead_assets.storage import Warehouse
 
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Base URL of a real llama-server (bundled SmolLM2, 2 slots), started once per session.
+    """Base URL of a real llama-server with the 135M SmolLM2 (2 slots), started once per session.
 
-    A missing binary or model fails the tests that use it (ServerError): it is never skipped.
+    For tests that need *a* server fast (protocol, caching, grammars); tests of what the
+    model writes use `coder_server`. A missing binary or model fails the tests that use it
+    (ServerError): it is never skipped.
     """
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    server = EmbeddedServer(parallel=2, ctx_per_slot=2048, log_path=log).start()
+    server = EmbeddedServer(parallel=2, ctx_per_slot=2048, log_path=log, model=smollm2_model()).start()
     try:
         yield server.url
     finally:

@@ -12,26 +12,34 @@ from evalmislead_assets.settings import ConfigError
 M, E, BP, BF = "misleading", "effective", "both_pass", "both_fail"
 
 # (condition, thinking) -> task number -> (outcomes, finish_reason, import_ok)
+# import_ok None: the answer had no code (never reached collection; stored as import_ok False, source NULL)
 STUDY = {
-    ("buggy_code", "off"): {0: ([M, M, BP], "stop", True), 1: ([E, BF], "stop", True), 2: ([], "length", False),
+    ("buggy_code", "off"): {0: ([M, M, BP], "stop", True), 1: ([E, BF], "stop", True), 2: ([], "length", None),
                             3: ([E], "stop", True), 4: ([M], "stop", True)},
     ("fixed_code", "off"): {0: ([E, BP], "stop", True), 1: ([BP], "stop", True), 2: ([E, E], "stop", True),
                             3: ([], "stop", False), 4: ([BP], "stop", True)},
-    ("buggy_code", "on"): {0: ([M], "stop", True), 1: ([], "length", False), 2: ([M, E], "stop", True),
+    ("buggy_code", "on"): {0: ([M], "stop", True), 1: ([], "length", None), 2: ([M, E], "stop", True),
                            3: ([BP], "stop", True), 4: ([M, M], "stop", True)},
     ("fixed_code", "on"): {0: ([E], "stop", True), 1: ([E], "stop", True), 2: ([BP], "stop", True),
-                           3: ([], "length", False), 4: ([E], "stop", True)},
+                           3: ([], "length", None), 4: ([E], "stop", True)},
 }
 
 
-def tables(study=STUDY):
+def tables(study=STUDY, errors=None):
+    """``errors``: (condition, thinking, task number) -> (test_generations.error, generated_tests.error)."""
+    errors = errors or {}
     outcomes, gens, gt = [], [], []
     for (cond, thinking), probs in study.items():
         for p, (cells, finish, ok) in probs.items():
             tid = f"Python/{p}"
             key = {"condition": cond, "thinking": thinking, "task_id": tid, "problem_idx": p}
-            gens.append({**key, "finish_reason": finish, "error": None})
-            gt.append({**key, "n_tests": len(cells), "import_ok": ok})
+            gen_error, gt_error = errors.get((cond, thinking, p), (None, None))
+            if ok is None and gt_error is None:
+                gt_error = f"generation failed: {gen_error}" if gen_error else "no code found in the answer"
+            gens.append({**key, "finish_reason": finish, "error": gen_error})
+            gt.append({**key, "n_tests": len(cells), "import_ok": bool(ok),
+                       "source": None if ok is None else "def test_x(): pass\n",
+                       "error": gt_error})
             outcomes += [{**key, "test_id": f"test_{i}", "outcome": c} for i, c in enumerate(cells)]
     return pd.DataFrame(outcomes), pd.DataFrame(gens), pd.DataFrame(gt)
 
@@ -57,7 +65,8 @@ def test_condition_rates_by_hand(plan):
     assert (b.n_misleading, b.n_effective, b.n_both_pass, b.n_both_fail) == (3, 2, 1, 1)
     assert b.misleading_rate == pytest.approx(3 / 7) and b.effective_rate == pytest.approx(2 / 7)
     assert (b.problems_with_effective, b.problems_with_misleading) == (2, 2)
-    assert (b.n_zero_tests, b.n_truncated, b.n_truncated_no_tests, b.n_unimportable) == (1, 1, 1, 1)
+    # Python/2 was cut at the cap with no code: zero tests, but not an unimportable file
+    assert (b.n_zero_tests, b.n_truncated, b.n_truncated_no_tests, b.n_unimportable) == (1, 1, 1, 0)
     assert b.misleading_ci_low <= 3 / 7 <= b.misleading_ci_high
     f = row(df, condition="fixed_code", thinking="off")
     assert (f.n_tests, f.n_misleading, f.n_effective, f.problems_with_effective) == (6, 0, 3, 2)
@@ -183,6 +192,59 @@ def test_shipped_keywords_catch_typical_phrases(plan):
     assert an.find_mentions(hit, kw) and not an.find_mentions(miss, kw)
 
 
+# Sentences as they appear in thinking-on reasoning. A mention means noticing *this* code's bug.
+NOTICES_THE_BUG = [
+    "The function name is get_positive, but the code returns the negative numbers instead of the positive ones.",
+    "Hmm, the implementation seems wrong: it filters e < 0.",
+    "So the function appears to be buggy, since it uses < instead of >.",
+    "It should return the positive numbers but it returns the negative ones.",
+    "This doesn't match its name at all.",
+    "Despite its name, get_positive keeps only values below zero.",
+    "There is a bug in the code: the comparison is reversed.",
+    "The code is actually incorrect for empty strings.",
+    "The behaviour does not match the function name, which suggests positives.",
+    "The docstring says sorted ascending, but the code sorts in descending order.",
+    "There's an off-by-one error in the implementation: range(1, n) skips n.",
+]
+ORDINARY_REASONING = [
+    "Wait, that's wrong, let me recompute: 3 + 4 is 7.",
+    "I made a mistake in the expected value; the sum is 10, not 12.",
+    "Good tests catch bugs, so I'll include edge cases.",
+    "These tests help find bugs in the function, including boundary cases.",
+    "Let me recompute, that is incorrect: the list has four elements.",
+    "Actually, no, I think I should return to the first test and make it simpler.",
+    "I will write tests for empty lists, single elements and long lists.",
+    "Wait, the expected output should be [1, 2] but I wrote [2, 1] in my test; let me fix that.",
+    "The tests should cover branches to catch any bug in the implementation.",
+    "If the function were buggy, these tests would fail.",
+]
+
+
+@pytest.mark.parametrize("sentence", NOTICES_THE_BUG)
+def test_shipped_keywords_find_a_noticed_bug(plan, sentence):
+    kw = an.load_keywords(an.keywords_path(plan))
+    assert an.find_mentions(f"Let me read the code. {sentence} Now the tests.", kw), sentence
+
+
+@pytest.mark.parametrize("sentence", ORDINARY_REASONING)
+def test_shipped_keywords_ignore_self_correction_and_test_design(plan, sentence):
+    kw = an.load_keywords(an.keywords_path(plan))
+    assert an.find_mentions(f"Let me read the code. {sentence} Now the tests.", kw) == [], sentence
+
+
+def test_exclusions_drop_only_the_sentence_they_are_in(tmp_path):
+    f = tmp_path / "kw.txt"
+    f.write_text("\\bbug in the code\\b\nexclude: \\bfind any\\b\n", encoding="utf-8")
+    kw = an.load_keywords(f)
+    assert len(kw.patterns) == 1 and len(kw.exclusions) == 1
+    text = "Tests should find any bug in the code. Oh: there is a bug in the code, it negates."
+    found = an.find_mentions(text, kw)
+    assert [m["position"] for m in found] == [text.rindex("bug in the code")]
+    f.write_text("\\bbug\\b\nexclude: (unclosed\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="line 2"):
+        an.load_keywords(f)
+
+
 def test_plan_file_is_valid_and_hash_is_of_its_bytes(plan, tmp_path):
     assert plan.level == 0.9875 and plan.n_boot == 10_000 and len(plan.comparisons) == 4
     bad = tmp_path / "plan.json"
@@ -212,7 +274,87 @@ def test_views_answer_common_questions_in_one_line(tmp_path):
                                      ["fixed_code", "on", "Python/3", 0]]
     a = q("SELECT * FROM answers WHERE condition = 'buggy_code' AND thinking = 'off' ORDER BY problem_idx")
     assert a["n_tests"].tolist() == [3, 2, 0, 1, 1] and a["n_misleading"].tolist() == [2, 0, 0, 0, 1]
-    assert q("SELECT count(*) AS n FROM unimportable_tests")["n"][0] == 4
+    # only fixed_code|off Python/3 had code that failed to import; answers without code are not counted
+    assert q("SELECT task_id FROM unimportable_tests")["task_id"].tolist() == ["Python/3"]
     assert q("SELECT count(*) AS n FROM test_results")["n"][0] == len(outcomes)
     cells = q("SELECT * FROM problem_cells WHERE task_id = 'Python/0' AND condition = 'buggy_code' AND thinking = 'off'")
     assert (cells["n_tests"][0], cells["n_misleading"][0], cells["n_both_pass"][0]) == (3, 2, 1)
+
+
+def test_counts_of_answers_that_never_reached_collection_are_separate(plan):
+    """No code, server error and empty model spec are zero-test answers, not unimportable files."""
+    from evalmislead_assets.collection import merge
+    from evalmislead_assets.sandbox import Collected
+
+    one_version = merge(Collected(["test_a"], None, 0.0), Collected([], "AssertionError: at import", 0.0)).error
+    study = {("model_spec", "off"): {0: ([M], "stop", True), 1: ([], "stop", None), 2: ([], "length", None),
+                                     3: ([], "stop", False), 4: ([], "stop", False), 5: ([], None, None)}}
+    errors = {("model_spec", "off", 1): ("HTTP 500: server error", None),
+              ("model_spec", "off", 4): (None, one_version),
+              ("model_spec", "off", 5): ("empty model spec", None)}
+    r = row(an.condition_rates(*tables(study, errors), plan), condition="model_spec", thinking="off")
+    assert (r.n_answers, r.n_tests, r.n_zero_tests) == (6, 1, 5)
+    assert r.n_unimportable == 2  # Python/3 (import error) and Python/4 (collects on one version only)
+    assert r.n_collect_one_version == 1
+    assert (r.n_errors, r.n_empty_spec) == (1, 1)
+
+
+def test_comparison_with_a_side_without_tests_is_not_estimable(plan):
+    outcomes, gens, gt = tables()
+    missing = (outcomes["condition"] == "buggy_code") & (outcomes["thinking"] == "off")
+    df, notes = an.bootstrap_comparisons(outcomes[~missing], gens, gt, plan)
+    for cid in (1, 2):
+        r = row(df, thinking="off", comparison_id=cid)
+        assert r.n_tests_a == 0 and r.n_tests_b == 6
+        assert np.isnan(r.rate_a) and np.isnan(r.estimate) and np.isnan(r.ci_low) and np.isnan(r.ci_high)
+        assert not r.excludes_zero and r.verdict == "not estimable (0 tests in buggy_code)"
+    assert any("buggy_code|off" in n and "test_outcomes" in n for n in notes)
+    rates = an.condition_rates(outcomes[~missing], gens, gt, plan)
+    b = row(rates, condition="buggy_code", thinking="off")
+    assert b.n_tests == 0 and np.isnan(b.misleading_rate) and np.isnan(b.misleading_ci_low)
+
+
+def test_n_zero_denominator_counts_resamples_where_a_side_has_no_test(plan):
+    study = {("buggy_code", "off"): {i: ([M] if i == 0 else [], "stop", True) for i in range(5)},
+             ("fixed_code", "off"): {i: ([E], "stop", True) for i in range(5)}}
+    df, _ = an.bootstrap_comparisons(*tables(study), plan)
+    r = row(df, thinking="off", comparison_id=1)
+    rng = np.random.default_rng(plan.seed)
+    expect = sum(int(0 not in rng.integers(0, 5, 5)) for _ in range(plan.n_boot))
+    assert r.n_zero_denominator == expect and 0 < expect < plan.n_boot
+
+
+def test_thinking_on_comparisons_run_on_the_truncation_matched_subset(plan):
+    df, _ = an.bootstrap_comparisons(*tables(), plan)
+    off = row(df, thinking="off", comparison_id=1)
+    assert off.subset == "all" and off.n_problems == 5
+    on = row(df, thinking="on", comparison_id=1)
+    # matched subset: Python/0 and Python/4. buggy on: 3 misleading of 3 tests; fixed on: 0 of 2
+    assert on.subset == "truncation_matched" and on.n_problems == 2
+    assert (on.rate_a, on.rate_b, on.n_tests_a, on.n_tests_b) == (1.0, 0.0, 3, 2)
+    assert on.role == "report-only" and on.verdict == "report-only"
+
+
+def test_thinking_on_comparisons_need_both_modes_for_the_subset(plan):
+    study = {k: v for k, v in STUDY.items() if k[1] == "on"}
+    df, _ = an.bootstrap_comparisons(*tables(study), plan)
+    on = row(df, thinking="on", comparison_id=1)
+    assert on.n_problems == 0 and np.isnan(on.estimate)
+    assert on.verdict == "not estimable (empty truncation-matched subset)"
+
+
+def test_spec_label_splits_by_label_a(plan):
+    outcomes, gens, gt = tables()
+    labels = pd.DataFrame({
+        "thinking": "off", "task_id": [f"Python/{i}" for i in range(5)],
+        "category": ["transcribes_bug", "restores_correct", "neither", "transcribes_bug", None],
+        "transcribes_bug": [True, False, False, True, False],  # Python/4: (a) no, (b) unknown
+    })
+    sp = an.spec_label_splits(outcomes, gens, gt, labels, plan)
+    b = sp[(sp["condition"] == "buggy_code") & (sp["thinking"] == "off")].set_index("category")
+    assert set(b.loc[["transcribes_bug", "restores_correct", "neither", "unlabelled"], "split_by"]) == {"category"}
+    yes, no = b.loc["transcribes_bug=yes"], b.loc["transcribes_bug=no"]
+    assert yes.split_by == no.split_by == "transcribes_bug"
+    assert (yes.n_problems, yes.n_tests, yes.n_misleading) == (2, 4, 2) and yes.misleading_rate == pytest.approx(0.5)
+    assert (no.n_problems, no.n_tests, no.n_misleading) == (3, 3, 1) and no.misleading_rate == pytest.approx(1 / 3)
+    assert "transcribes_bug=unlabelled" not in b.index  # every problem has label (a) here

@@ -104,6 +104,24 @@ def test_condition_rates_and_bootstrap_from_stored_rows(wh):
     assert meta["thinking_modes_present"].value == ["off"]
 
 
+def test_condition_rates_asset_counts_only_files_with_code_as_unimportable(wh):
+    """Issue 10: answers without code are not unimportable files; one-version collection is counted."""
+    from evalmislead_assets.collection import merge
+    from evalmislead_assets.sandbox import Collected
+
+    store_upstream(wh, modes=("off",), n_problems=10)
+    wh.execute("UPDATE generated_tests SET source = NULL, error = 'no code found in the answer' WHERE n_tests = 0")
+    one = merge(Collected(["t"], None, 0.0), Collected([], "NameError: y", 0.0)).error
+    wh.execute("UPDATE generated_tests SET source = 'import x', import_ok = false, n_tests = 0, error = ? "
+               "WHERE condition = 'buggy_code' AND task_id = 'Python/1'", [one])
+    wh.execute("UPDATE generated_tests SET source = 'import x', import_ok = false, n_tests = 0, "
+               "error = 'SyntaxError' WHERE condition = 'buggy_code' AND task_id = 'Python/2'")
+    assert materialize([assets.condition_rates], resources={"warehouse": WarehouseResource(path=str(wh.path))}).success
+    r = wh.read_table("condition_rates").set_index("condition")
+    assert (r.loc["buggy_code", "n_unimportable"], r.loc["buggy_code", "n_collect_one_version"]) == (2, 1)
+    assert (r.loc["fixed_code", "n_unimportable"], r.loc["fixed_code", "n_collect_one_version"]) == (0, 0)
+
+
 def test_rematerializing_replaces_rows(wh):
     store_upstream(wh, modes=("off",), n_problems=10)
     r = WarehouseResource(path=str(wh.path))
@@ -144,7 +162,9 @@ def test_whole_analysis_chain_to_the_report(wh):
     assert res.success
     labels = wh.read_table("spec_labels")
     assert len(labels) == 12 and (labels["category"] == "transcribes_bug").all()
-    assert wh.read_table("spec_label_splits")["n_problems"].sum() == 24  # buggy_code and model_spec, thinking off
+    splits = wh.read_table("spec_label_splits")
+    for split_by in ("category", "transcribes_bug"):  # each grouping covers every problem once
+        assert splits.loc[splits["split_by"] == split_by, "n_problems"].sum() == 24  # buggy_code, model_spec; off
     assert len(wh.read_table("reasoning_mentions")) == 12
     assert wh.read_table("truncation_matched_subset")["in_subset"].any()
     meta = res.asset_materializations_for_node("study_report")[0].metadata

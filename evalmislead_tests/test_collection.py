@@ -3,7 +3,7 @@ unimportable or uncollectable files count zero tests with a stored reason."""
 
 import pytest
 
-from evalmislead_assets.collection import CollectRequest, collect_modules, merge
+from evalmislead_assets.collection import CollectRequest, collect_modules, is_one_version_error, merge
 from evalmislead_assets.sandbox import Collected, Limits, Sandbox
 
 BUGGY = "def get_positive(l):\n    return [e for e in l if e < 0]\n"
@@ -107,9 +107,11 @@ def test_file_without_tests(results) -> None:
 
 
 def test_file_collecting_against_one_version_only(results) -> None:
+    """PROTOCOL.md: a file that cannot be collected counts zero tests, whichever version it fails on."""
     found = results["buggy_only"]
-    assert found.test_ids == ["test_a"] and found.import_ok
-    assert found.error == "fixed: assert [] == [-1]"
+    assert found.test_ids == [] and found.n_tests == 0 and not found.import_ok
+    assert found.error == "collected against the buggy version only; fixed: assert [] == [-1]"
+    assert is_one_version_error(found.error)
 
 
 def test_empty_source_is_not_run(results) -> None:
@@ -122,4 +124,12 @@ def test_merge_unions_ids_fixed_first() -> None:
     both = merge(Collected([], "E1", 0.0), Collected([], "E2", 0.0))
     assert both.test_ids == [] and not both.import_ok and both.error == "buggy: E1; fixed: E2"
     same = merge(Collected([], "E", 0.0), Collected([], "E", 0.0))
-    assert same.error == "E"
+    assert same.error == "E" and not is_one_version_error(same.error)
+
+
+def test_merge_one_version_only_counts_zero_tests() -> None:
+    fixed_only = merge(Collected([], "NameError: x", 0.0), Collected(["a", "b"], None, 0.0))
+    assert fixed_only.test_ids == [] and not fixed_only.import_ok
+    assert fixed_only.error == "collected against the fixed version only; buggy: NameError: x"
+    assert is_one_version_error(fixed_only.error)
+    assert not is_one_version_error(None) and not is_one_version_error("no code found in the answer")

@@ -20,7 +20,7 @@ from evalmislead_assets.assets import generation
 from evalmislead_assets.assets.generation import THINKING_CHECK
 from evalmislead_assets.llm import LLMResource
 from evalmislead_assets.partitions import partition_key
-from evalmislead_assets.server import EmbeddedServer
+from evalmislead_assets.server import EmbeddedServer, smollm2_model
 from evalmislead_assets.storage import Warehouse, WarehouseResource
 
 THINK_GRAMMAR = 'root ::= "<think>" [a-z ]{5,30} "</think>" [a-z .]{1,20}'
@@ -146,7 +146,7 @@ def test_server_killed_mid_run_fails_clearly_keeps_rows_and_resumes(seeded_wareh
     monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "0,2,13,30")
     config = {"max_tokens": 64}
     key = partition_key("fixed_code", "off")
-    srv = EmbeddedServer(parallel=1, ctx_per_slot=1024, log_path=tmp_path / "a.log").start()
+    srv = EmbeddedServer(parallel=1, ctx_per_slot=1024, log_path=tmp_path / "a.log", model=smollm2_model()).start()
     stop = threading.Event()
 
     def kill_after_first_answer() -> None:
@@ -175,7 +175,7 @@ def test_server_killed_mid_run_fails_clearly_keeps_rows_and_resumes(seeded_wareh
     calls_before = wh.read_table("llm_calls")
     assert (calls_before["status_code"] == 200).sum() == stored and calls_before["status_code"].isna().any()
 
-    with EmbeddedServer(parallel=1, ctx_per_slot=1024, log_path=tmp_path / "b.log") as fresh:
+    with EmbeddedServer(parallel=1, ctx_per_slot=1024, log_path=tmp_path / "b.log", model=smollm2_model()) as fresh:
         rerun = _run(fresh.url, generation.test_generations, key, config)
     meta = _metadata(rerun, generation.test_generations)
     assert meta["cache_hits"] == stored and meta["requests_sent"] == 4 - stored and meta["answers"] == 4
@@ -190,7 +190,7 @@ def test_thinking_on_stores_reasoning_content(seeded_warehouse, monkeypatch, tmp
     wh = seeded_warehouse
     monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30,0")
     args = ["--chat-template-file", str(QWEN_STYLE_TEMPLATE)]
-    with EmbeddedServer(parallel=2, ctx_per_slot=1024, extra_args=args, log_path=tmp_path / "s.log") as srv:
+    with EmbeddedServer(parallel=2, ctx_per_slot=1024, extra_args=args, log_path=tmp_path / "s.log", model=smollm2_model()) as srv:
         result = _run(srv.url, generation.test_generations, partition_key("buggy_code", "on"), {"max_tokens": 64, "grammar": THINK_GRAMMAR})
     rows = wh.read_table("test_generations")
     assert len(rows) == 2 and set(rows["thinking"]) == {"on"}
@@ -222,3 +222,24 @@ def test_thinking_flag_is_not_trusted(seeded_warehouse, llama_server, monkeypatc
     on = _run(llama_server, generation.test_generations, partition_key("signature_only", "on"), {"max_tokens": 16})
     passed, description = _check(on)
     assert not passed and "0 of 2 thinking-on answers carry reasoning" in description
+
+
+def test_every_answer_records_the_servers_determinism_settings(seeded_warehouse, monkeypatch) -> None:
+    """total_slots and build_info from /props, cache_prompt from the request (off), on specs and tests alike."""
+    from evalmislead_tests.test_determinism import ScriptedLLM
+
+    wh = seeded_warehouse
+    monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30,0")
+    resources = {"warehouse": WarehouseResource(),
+                 "llm": ScriptedLLM(urls="http://fake:1", total_slots=4, build_info="b7000-abc")}
+    for asset, key in ((generation.model_specs, "off"), (generation.test_generations, partition_key("buggy_code", "off"))):
+        materialize([generation.model_specs, generation.test_generations], selection=[asset], partition_key=key,
+                    resources=resources, instance=DagsterInstance.ephemeral())
+    for table in ("model_specs", "test_generations"):
+        rows = wh.read_table(table)
+        assert len(rows) == 2
+        assert rows[["total_slots", "cache_prompt", "build_info"]].values.tolist() == [[4, False, "b7000-abc"]] * 2
+        assert all(json.loads(b)["cache_prompt"] is False for b in rows["request_json"])
+        # the new columns come last, after the ones old DuckDB files already have
+        columns = wh.query_df(f"SELECT * FROM {table} LIMIT 0").columns.tolist()
+        assert columns[-3:] == ["total_slots", "cache_prompt", "build_info"]

@@ -55,6 +55,11 @@ def store(wh: Warehouse, with_task_30=True, modes=("off",)) -> None:
             wh.replace_rows("test_generations", pd.DataFrame(gens), where=key)
             wh.replace_rows("generated_tests", pd.DataFrame(gt), where=key)
             wh.replace_rows("test_outcomes", pd.DataFrame(outs), where=key)
+    analyse(wh)
+
+
+def analyse(wh: Warehouse) -> None:
+    """The analysis tables the report reads, from the stored upstream rows."""
     plan = an.load_plan()
     o, g, t = (wh.read_table(x) for x in ("test_outcomes", "test_generations", "generated_tests"))
     wh.replace_rows("condition_rates", an.condition_rates(o, g, t, plan))
@@ -140,3 +145,61 @@ def test_report_dir_env(monkeypatch, tmp_path):
     monkeypatch.delenv("EVALMISLEAD_REPORT_DIR")
     monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path))
     assert rp.report_dir() == tmp_path / "report"
+
+
+def test_rates_and_comparisons_over_zero_tests_are_not_estimable(wh):
+    store(wh)
+    wh.execute("DELETE FROM test_outcomes WHERE condition = 'buggy_code'")  # generations exist, no outcomes
+    analyse(wh)
+    md = rp.build(rp.load_data(wh), an.load_plan()).markdown(rp.file_ref)
+    line = next(x for x in md.splitlines() if x.startswith("| buggy_code"))
+    assert "0 tests: not estimable" in line and "0.0 %" not in line
+    comp = next(x for x in md.splitlines() if "buggy_code − fixed_code" in x)
+    assert "not estimable (0 tests in buggy_code)" in comp and "+0.0" not in comp
+    assert "resamples with 0 tests" in md
+
+
+def test_comparison_tables_show_resamples_with_zero_tests(wh):
+    store(wh)
+    md = rp.build(rp.load_data(wh), an.load_plan()).markdown(rp.file_ref)
+    header = next(x for x in md.splitlines() if x.startswith("| #"))
+    assert "resamples with 0 tests" in header
+    comp = wh.read_table("bootstrap_comparisons").iloc[0]
+    line = next(x for x in md.splitlines() if "buggy_code − fixed_code" in x)
+    assert f"| {comp['n_zero_denominator']} " in line
+
+
+def test_thinking_on_comparisons_are_labelled_as_on_the_matched_subset(wh):
+    store(wh, modes=("off", "on"))
+    md = rp.build(rp.load_data(wh), an.load_plan()).markdown(rp.file_ref)
+    head = next(x for x in md.splitlines() if x.startswith("### Thinking on (") and "subset" in x)
+    assert "truncation-matched subset" in head and "2 problems" in head
+
+
+def test_method_notes_from_stored_rows(wh):
+    store(wh)
+    wh.replace_rows("problem_validation", pd.DataFrame({
+        "task_id": ["Python/1", "Python/30", "Python/7"], "problem_idx": [1, 30, 7], "buggy_passed": False,
+        "fixed_passed": [True, True, False], "buggy_detail": "", "fixed_detail": "", "seconds": 0.0,
+        "valid": [True, True, False]}))
+    wh.execute("UPDATE generated_tests SET extraction = 'fence:python;removed_local_def:get_positive' "
+               "WHERE condition = 'buggy_code' AND task_id = 'Python/30'")
+    wh.execute("UPDATE generated_tests SET extraction = 'fence:python;removed_local_def:get_positive;"
+               "removed_local_def:helper' WHERE condition = 'fixed_code' AND task_id = 'Python/30'")
+    wh.execute("UPDATE test_generations SET error = 'HTTP 500 from server' "
+               "WHERE condition = 'fixed_code' AND task_id = 'Python/1'")
+    wh.replace_rows("model_specs", pd.DataFrame({
+        "thinking": ["off", "off", "on"], "task_id": ["Python/1", "Python/30", "Python/1"], "problem_idx": [1, 30, 1],
+        "spec_text": ["Return the negatives.", "  ", None], "error": [None, None, "HTTP 500"]}))
+    analyse(wh)
+    md = rp.build(rp.load_data(wh), an.load_plan()).markdown(rp.file_ref)
+    notes = md.split("## Method notes", 1)[1].split("\n## ", 1)[0]
+    assert "Only `passed` is a pass" in notes
+    for status in ("`failed`", "`error`", "`timeout`", "`crashed`", "skip", "xfail"):
+        assert status in notes
+    assert "1 problem excluded by validation (Python/7)" in notes
+    assert "3 local re-definitions of the code under test removed from 2 test files" in notes
+    assert "1 server error" in notes and "answers" in notes
+    assert "empty model specs: 1 of 2 (thinking off), 1 of 1 (thinking on)" in notes
+    # statuses as stored, per version
+    assert "buggy: 5 passed, 6 failed" in notes

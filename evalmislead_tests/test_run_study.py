@@ -16,6 +16,7 @@ def _env(tmp_path) -> dict[str, str]:
         "DAGSTER_HOME": str(tmp_path / "dagster_home"),
         "EVALMISLEAD_PROBLEMS": "30",
         "EVALMISLEAD_MAX_TOKENS_OFF": "96",
+        "EVALMISLEAD_PROBE_N": "2",
     })
     env.pop("EVALMISLEAD_LLM_URL", None)
     return env
@@ -30,21 +31,31 @@ def test_bad_setting_is_one_line_and_exit_2(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_main_job_runs_the_chain_and_writes_the_report(tmp_path) -> None:
-    env = _env(tmp_path)
+def test_main_job_on_the_bundled_coder_model_shows_the_study(tmp_path) -> None:
+    """The README's first command on the embedded default: real tests, executed, classified, reported."""
+    env = _env(tmp_path) | {"EVALMISLEAD_MAX_TOKENS_OFF": "384"}
     proc = subprocess.run(
         [sys.executable, "-m", "evalmislead_assets.cli", "run", "--conditions", "buggy_code,fixed_code,model_spec"],
-        env=env, capture_output=True, text=True, timeout=1500,
+        env=env, capture_output=True, text=True, timeout=840,
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "report at" in proc.stdout
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
     con = duckdb.connect(env["EVALMISLEAD_DB"], read_only=True)
-    gens = con.execute("SELECT condition, thinking, task_id, json_extract(request_json, '$.max_tokens')::INT "
+    gens = con.execute("SELECT condition, thinking, task_id, model, json_extract(request_json, '$.max_tokens')::INT "
                        "FROM test_generations ORDER BY condition").fetchall()
-    assert gens == [("buggy_code", "off", "Python/30", 96), ("fixed_code", "off", "Python/30", 96),
-                    ("model_spec", "off", "Python/30", 96)]
-    assert con.execute("SELECT count(*) FROM generated_tests").fetchall()[0][0] == 3
-    rates = con.execute("SELECT count(*) FROM condition_rates WHERE thinking = 'off'").fetchall()[0][0]
-    assert rates >= 3
+    model = "Qwen2.5-Coder-0.5B-Instruct-Q4_K_M"
+    assert gens == [(c, "off", "Python/30", model, 384) for c in ("buggy_code", "fixed_code", "model_spec")]
+    # the coder model writes tests that run: every primary condition has executed tests
+    executed = dict(con.execute("SELECT condition, count(*) FROM test_outcomes GROUP BY condition").fetchall())
+    assert set(executed) == {"buggy_code", "fixed_code", "model_spec"} and min(executed.values()) > 0, executed
+    # the printed summary is drawn from those rows: the table, the comparisons, a worked example
+    for condition, n in executed.items():
+        assert any(line.split()[:2] == [condition, "off"] and str(n) in line.split() for line in out.splitlines())
+    assert "Primary comparisons" in out and "Worked example" in out and "report at" in out
+    assert "progress after buggy_code|off:" in out and "ETA" in out
     # the runs are real Dagster runs, recorded in DAGSTER_HOME
-    assert (tmp_path / "dagster_home" / "history").exists() or any((tmp_path / "dagster_home").iterdir())
+    from dagster import DagsterInstance, DagsterRunStatus
+
+    instance = DagsterInstance.from_config(str(tmp_path / "dagster_home"))
+    runs = instance.get_runs()
+    assert len(runs) >= 6 and all(r.status == DagsterRunStatus.SUCCESS for r in runs)

@@ -46,13 +46,13 @@ def test_real_chat_completion_with_tokens(llama_server: str) -> None:
     body = r.json()
     assert body["usage"]["completion_tokens"] > 0
     assert body["choices"][0]["message"]["content"].strip()
-    assert body["model"] == server.EMBEDDED_MODEL_ALIAS
+    assert body["model"] == server.SMOLLM_ALIAS
     props = httpx.get(f"{llama_server}/props", timeout=30).json()
-    assert props["total_slots"] == 2 and props["model_alias"] == server.EMBEDDED_MODEL_ALIAS
+    assert props["total_slots"] == 2 and props["model_alias"] == server.SMOLLM_ALIAS
 
 
 def test_start_and_stop_leave_no_process(tmp_path) -> None:
-    srv = EmbeddedServer(parallel=1, ctx_per_slot=512, log_path=tmp_path / "s.log").start()
+    srv = EmbeddedServer(parallel=1, ctx_per_slot=512, log_path=tmp_path / "s.log", model=server.smollm2_model()).start()
     pid = srv.pid
     assert httpx.get(f"{srv.url}/health", timeout=10).status_code == 200
     srv.stop()
@@ -92,7 +92,7 @@ def test_missing_model_is_a_one_line_error(monkeypatch) -> None:
 
 
 def test_server_that_dies_at_start_up_reports_its_log(tmp_path) -> None:
-    srv = EmbeddedServer(extra_args=["--no-such-flag"], log_path=tmp_path / "s.log")
+    srv = EmbeddedServer(extra_args=["--no-such-flag"], log_path=tmp_path / "s.log", model=server.smollm2_model())
     with pytest.raises(ServerError, match="exited with code"):
         srv.start(timeout_s=30)
     assert not srv.is_running()

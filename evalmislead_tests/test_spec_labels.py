@@ -223,3 +223,20 @@ def test_a_modes_sample_does_not_depend_on_other_modes():
     alone = sl.review_sample(_specs(30, "on"), 20, seed=3)
     with_off = sl.review_sample(both, 20, seed=3)
     assert list(alone["task_id"]) == list(with_off[with_off["thinking"] == "on"]["task_id"])
+
+
+def test_judge_prompt_shows_the_format_without_a_concrete_answer():
+    """A small judge copies an example answer; the prompt shows placeholders only."""
+    import re
+
+    template = sl.load_template(sl.JUDGE_TEMPLATE)
+    text, _ = sl.judge_prompt(template, "get_positive", sl.bug_diff(BUGGY, FIXED), "Return the negatives.")
+    concrete = re.compile(r"^\W*(TRANSCRIBES_BUG|STATES_CORRECT)\W*:\W*(yes|no)\W*$", re.I | re.M)
+    assert not concrete.search(text), concrete.search(text).group(0)
+    assert "TRANSCRIBES_BUG: <yes|no>" in text and "STATES_CORRECT: <yes|no>" in text
+    # a judge that echoes the placeholders gets no label, never a guessed one
+    echoed = sl.parse_judge_answer("TRANSCRIBES_BUG: <yes|no>\nSTATES_CORRECT: <yes|no>")
+    assert (echoed.transcribes_bug, echoed.states_correct) == (None, None) and echoed.error
+    # a judge that keeps the angle brackets around its answer is still read
+    bracketed = sl.parse_judge_answer("TRANSCRIBES_BUG: <no>\nSTATES_CORRECT: <yes>")
+    assert (bracketed.transcribes_bug, bracketed.states_correct) == (False, True)

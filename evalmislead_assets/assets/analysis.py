@@ -21,7 +21,7 @@ from evalmislead_assets.storage import Warehouse, WarehouseResource
 
 GROUP = "analysis"
 UPSTREAM = ["test_outcomes", "generated_tests", "test_generations"]
-CODE_VERSION = "analysis-1"
+CODE_VERSION = "analysis-2"  # issue 10: zero-test rules, matched thinking-on comparisons, new columns
 
 
 def _code_version(*files: str) -> str:
@@ -43,7 +43,8 @@ def _inputs(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(test_outcomes, test_generations, generated_tests): only the columns the analysis needs."""
     outcomes = wh.query_df("SELECT condition, thinking, task_id, problem_idx, test_id, outcome FROM test_outcomes")
     gens = wh.query_df("SELECT condition, thinking, task_id, problem_idx, finish_reason, error FROM test_generations")
-    gt = wh.query_df("SELECT condition, thinking, task_id, problem_idx, n_tests, import_ok FROM generated_tests")
+    gt = wh.query_df("SELECT condition, thinking, task_id, problem_idx, n_tests, import_ok, error, "
+                     "source IS NOT NULL AS has_code FROM generated_tests")
     return outcomes, gens, gt
 
 
@@ -78,7 +79,8 @@ def condition_rates(context: AssetExecutionContext, warehouse: WarehouseResource
     wh.replace_rows("condition_rates", df)
     context.log.info(f"condition_rates: {len(df)} condition x thinking rows in {wall:.2f} s")
     shown = df[["condition", "thinking", "n_problems", "n_tests", "n_misleading", "n_effective",
-                "misleading_rate", "effective_rate", "problems_with_effective", "n_truncated_no_tests"]]
+                "misleading_rate", "effective_rate", "problems_with_effective", "n_truncated_no_tests",
+                "n_unimportable", "n_collect_one_version", "n_empty_spec"]]
     return MaterializeResult(metadata={
         "rows": len(df), "compute_s": round(wall, 3), **_plan_meta(plan), **_coverage(outcomes, gens, gt),
         "rates": _md(shown.round(4)),
@@ -86,7 +88,8 @@ def condition_rates(context: AssetExecutionContext, warehouse: WarehouseResource
 
 
 @asset(group_name=GROUP, deps=UPSTREAM, code_version=_VERSION,
-       description="The plan's four comparisons per thinking mode: paired bootstrap over problems, percentile CI.")
+       description="The plan's four comparisons per thinking mode: paired bootstrap over problems, percentile CI "
+                   "(thinking on: on the truncation-matched subset; a side with 0 tests: not estimable).")
 def bootstrap_comparisons(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     plan = an.load_plan()
     wh = warehouse.get()
@@ -99,7 +102,7 @@ def bootstrap_comparisons(context: AssetExecutionContext, warehouse: WarehouseRe
         context.log.warning(n)
     context.log.info(f"bootstrap_comparisons: {len(df)} rows, {plan.n_boot} resamples each, {wall:.2f} s")
     shown = df[["thinking", "comparison_id", "metric", "condition_a", "condition_b", "estimate", "ci_low",
-                "ci_high", "n_problems", "verdict"]]
+                "ci_high", "n_problems", "n_zero_denominator", "subset", "verdict"]]
     return MaterializeResult(metadata={
         "rows": len(df), "bootstrap_s": round(wall, 3), "n_boot": plan.n_boot, "level": plan.level, "seed": plan.seed,
         "skipped": MetadataValue.json(notes), **_plan_meta(plan), **_coverage(outcomes, gens, gt),

@@ -81,6 +81,10 @@ def _rows(problems: pd.DataFrame, rendered: list[prompts.Rendered], results: lis
         "cache_key": [r.cache_key for r in results],
         "error": [r.error for r in results],
         "created_at": [now] * len(results),
+        # determinism-relevant server settings of each answer (issue 10)
+        "total_slots": pd.array([r.total_slots for r in results], dtype="Int32"),
+        "cache_prompt": pd.array([r.cache_prompt for r in results], dtype="boolean"),
+        "build_info": [r.build_info for r in results],
     })
 
 
@@ -165,7 +169,8 @@ def model_specs(
 
 def _specs_for(wh: Warehouse, thinking: str, task_ids: list[str]) -> dict[str, str]:
     specs = wh.query_df("SELECT task_id, spec_text FROM model_specs WHERE thinking = ?", [thinking])
-    by_task = {t: s for t, s in zip(specs["task_id"], specs["spec_text"]) if isinstance(s, str)}
+    # a stored row with no text is an empty spec (see _without_empty_specs), not a missing one
+    by_task = {t: s if isinstance(s, str) else "" for t, s in zip(specs["task_id"], specs["spec_text"])}
     missing = [t for t in task_ids if t not in by_task]
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
@@ -174,6 +179,34 @@ def _specs_for(wh: Warehouse, thinking: str, task_ids: list[str]) -> dict[str, s
             f"(partition {thinking}) for these problems first"
         )
     return by_task
+
+
+EMPTY_SPEC = "empty model spec"  # analysis counts test_generations rows whose error starts with this
+
+
+def empty_spec_error(spec_text: object, spec_error: object) -> Optional[str]:
+    """Why a problem gets no model_spec prompt: its spec is empty (cut at the cap, blank, or failed); else None."""
+    if isinstance(spec_text, str) and spec_text.strip():
+        return None
+    return EMPTY_SPEC + (f" (spec error: {spec_error})" if isinstance(spec_error, str) and spec_error.strip() else "")
+
+
+def _without_empty_specs(wh: Warehouse, thinking: str, problems: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(problems to prompt, test_generations rows for those whose model spec is empty).
+
+    An empty spec would make model_spec a near signature-only prompt; instead no request is
+    sent and the answer row carries the reason (it counts as an answer with zero tests).
+    """
+    specs = wh.query_df("SELECT task_id, spec_text, error FROM model_specs WHERE thinking = ?", [thinking])
+    why = {t: empty_spec_error(s, e) for t, s, e in zip(specs["task_id"], specs["spec_text"], specs["error"])}
+    empty = problems["task_id"].map(lambda t: why.get(t) is not None).astype(bool)
+    skipped = problems[empty]
+    rows = pd.DataFrame({
+        "task_id": skipped["task_id"].tolist(), "problem_idx": skipped["problem_idx"].astype("int32").tolist(),
+        "error": [why[t] for t in skipped["task_id"]],
+        "created_at": [datetime.now(timezone.utc).replace(tzinfo=None)] * len(skipped),
+    })
+    return problems[~empty].reset_index(drop=True), rows
 
 
 with warnings.catch_warnings():
@@ -200,11 +233,22 @@ def test_generations(
     problems = problem_data.study_problems(wh)
     records = problems.to_dict("records")
     specs = _specs_for(wh, thinking, [p["task_id"] for p in records]) if condition == "model_spec" else {}
+    skipped = pd.DataFrame(columns=["task_id", "problem_idx", "error", "created_at"])
+    if condition == "model_spec":
+        problems, skipped = _without_empty_specs(wh, thinking, problems)
+        records = problems.to_dict("records")
     template = prompts.load_template(prompts.TEST_TEMPLATE)
     rendered = [prompts.generation_prompt(p, condition, specs.get(p["task_id"]), template) for p in records]
-    df, results, stats = _generate(context, wh, llm, "test_generations", condition, thinking, problems, rendered, config)
+    if records or skipped.empty:  # (no problem at all: _generate fails with its message)
+        df, results, stats = _generate(context, wh, llm, "test_generations", condition, thinking, problems, rendered,
+                                       config)
+    else:  # every spec is empty: nothing to send
+        df, results, stats = skipped.iloc[0:0], [], BatchStats()
+    if len(skipped):
+        df = pd.concat([df, skipped], ignore_index=True).sort_values("problem_idx", kind="stable")
     df.insert(0, "thinking", thinking)
     df.insert(0, "condition", condition)
     wh.replace_rows("test_generations", df, where={"condition": condition, "thinking": thinking})
     metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking))
+    metadata["empty_model_specs"] = len(skipped)
     return MaterializeResult(metadata=metadata, check_results=[thinking_check("test_generations", thinking, results)])

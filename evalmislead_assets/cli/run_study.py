@@ -91,14 +91,46 @@ def run(args: argparse.Namespace) -> int:
             raise SystemExit(f"evalmislead: {label} failed: {failure}\n(stored rows are kept; re-run to resume)")
         print(f"evalmislead: done {label} in {time.monotonic() - t0:.1f} s (run {result.run_id})", flush=True)
 
+    progress = Progress(cfg.db, cfg.problems, conditions, modes)
     step(["problems", "problem_validation"])
     for mode in modes:
         step(["model_specs"], mode)
+        progress.report(f"specs [{mode}]")
         for cond in conditions:
             step(CHAIN, partition_key(cond, mode))
+            progress.report(f"{cond}|{mode}")
     step(ANALYSIS)
     _print_summary(cfg.db)
     return 0
+
+
+class Progress:
+    """This run's answers stored so far, tokens/s and an ETA, printed after each generation step."""
+
+    def __init__(self, db: Path, problems: list[int] | None, conditions: list[str], modes: list[str]) -> None:
+        import datetime as dt
+
+        self.db, self.conditions, self.modes = db, conditions, modes
+        self.problems = list(range(164)) if problems is None else problems
+        self.total = len(modes) * (len(conditions) + 1) * len(self.problems)
+        self.start = time.monotonic()
+        self.since = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)  # llm_calls.ts is naive UTC
+
+    def report(self, label: str) -> None:
+        from evalmislead_assets.storage import Warehouse
+
+        modes, conds, probs = self.modes, self.conditions, self.problems
+        row = Warehouse(self.db).query_df(
+            "SELECT (SELECT count(*) FROM test_generations WHERE list_contains(?, thinking) "
+            "AND list_contains(?, condition) AND list_contains(?, problem_idx)) "
+            "+ (SELECT count(*) FROM model_specs WHERE list_contains(?, thinking) AND list_contains(?, problem_idx)) "
+            "AS answers, (SELECT coalesce(sum(completion_tokens), 0) FROM llm_calls WHERE ts >= ?) AS tokens",
+            [modes, conds, probs, modes, probs, self.since]).iloc[0]
+        done, tokens = min(int(row["answers"]), self.total), int(row["tokens"])
+        elapsed = time.monotonic() - self.start
+        eta = elapsed / done * (self.total - done) if done else float("nan")
+        print(f"evalmislead: progress after {label}: {done}/{self.total} answers stored, {tokens} new tokens in "
+              f"{elapsed:.0f} s ({tokens / max(elapsed, 1e-9):.1f} tok/s), ETA {eta / 60:.1f} min", flush=True)
 
 
 def _first_failure(result: object) -> str:
@@ -112,20 +144,10 @@ def _first_failure(result: object) -> str:
 
 
 def _print_summary(db: Path) -> None:
-    from evalmislead_assets.storage import Warehouse
-
-    wh = Warehouse(db)
-    if wh.table_exists("condition_rates"):
-        df = wh.query_df("SELECT * FROM condition_rates ORDER BY thinking, condition")
-        cols = [c for c in ["condition", "thinking", "n_answers", "n_tests", "n_misleading", "n_effective",
-                            "misleading_rate", "effective_rate", "n_truncated"] if c in df.columns]
-        print(df[cols].to_string(index=False))
+    from evalmislead_assets.cli.summary import summary_lines
     from evalmislead_assets.report import report_dir
 
-    for name in ("report.md", "report.html"):
-        if (report_dir() / name).exists():
-            print(f"evalmislead: report at {report_dir() / name}")
-    print(f"evalmislead: query the results with: evalmislead sql \"select * from condition_rates\"  (DuckDB {db})")
+    print("\n".join(summary_lines(db, [report_dir() / "report.md", report_dir() / "report.html"])), flush=True)
 
 
 if __name__ == "__main__":

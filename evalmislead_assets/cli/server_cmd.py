@@ -9,14 +9,14 @@ import time
 
 from evalmislead_assets import server
 
-HELP = "Start the embedded llama-server (SmolLM2-135M, bundled) and keep it running until Ctrl-C."
+HELP = "Start the embedded llama-server (bundled Qwen2.5-Coder-0.5B unless EVALMISLEAD_EMBEDDED_MODEL) and keep it running until Ctrl-C."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8080, help="port to listen on (0 = any free port; default 8080)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--parallel", type=int, default=server.DEFAULT_PARALLEL, help="server slots (default 2)")
-    parser.add_argument("--ctx-per-slot", type=int, default=server.DEFAULT_CTX_PER_SLOT, help="context per slot in tokens")
+    parser.add_argument("--ctx-per-slot", type=int, default=server.DEFAULT_CTX_PER_SLOT, help="context per slot in tokens (prompt + output cap)")
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"evalmislead server: {exc}", file=sys.stderr)
             return 2
         print(
-            f"llama-server ready at {srv.url} (model {server.EMBEDDED_MODEL_ALIAS}, {args.parallel} slots, "
+            f"llama-server ready at {srv.url} (model {srv.alias}, {args.parallel} slots, "
             f"pid {srv.pid}, log {srv.log_path}); set EVALMISLEAD_LLM_URL={srv.url} to use it; Ctrl-C stops it",
             flush=True,
         )

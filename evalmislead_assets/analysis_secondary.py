@@ -1,0 +1,239 @@
+"""Secondary analyses over stored rows: misleading rate split by spec label, reasoning mentions.
+
+Pure functions (no DuckDB, no Dagster); re-exported by ``analysis``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evalmislead_assets import schema
+from evalmislead_assets.analysis_base import (
+    KEY, Plan, answered, frame, per_problem, problem_counts, rate, sha_col, universe,
+)
+from evalmislead_assets.partitions import THINKING_MODES
+from evalmislead_assets.settings import ConfigError
+
+schema.register_table("reasoning_mentions", [
+    ("plan_sha256", "VARCHAR"), ("keywords_sha256", "VARCHAR"), ("condition", "VARCHAR"), ("thinking", "VARCHAR"),
+    ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"), ("has_reasoning", "BOOLEAN"), ("reasoning_chars", "INTEGER"),
+    ("mentions", "BOOLEAN"), ("n_matches", "INTEGER"), ("matched_keywords", "VARCHAR"), ("first_snippet", "VARCHAR"),
+    ("n_tests", "INTEGER"), ("n_misleading", "INTEGER"), ("has_misleading", "BOOLEAN"),
+])
+schema.register_table("reasoning_mention_matches", [
+    ("plan_sha256", "VARCHAR"), ("keywords_sha256", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"),
+    ("keyword", "VARCHAR"), ("match", "VARCHAR"), ("position", "INTEGER"), ("snippet", "VARCHAR"),
+])
+schema.register_table("reasoning_mention_summary", [
+    ("plan_sha256", "VARCHAR"), ("keywords_sha256", "VARCHAR"), ("condition", "VARCHAR"), ("thinking", "VARCHAR"),
+    ("mention_group", "VARCHAR"), ("n_problems", "INTEGER"), ("n_problems_with_misleading", "INTEGER"),
+    ("n_tests", "INTEGER"), ("n_misleading", "INTEGER"), ("misleading_rate", "DOUBLE"),
+])
+schema.register_table("spec_label_splits", [
+    ("plan_sha256", "VARCHAR"), ("thinking", "VARCHAR"), ("condition", "VARCHAR"), ("category", "VARCHAR"),
+    ("n_problems", "INTEGER"), ("n_tests", "INTEGER"), ("n_misleading", "INTEGER"), ("misleading_rate", "DOUBLE"),
+    ("n_effective", "INTEGER"), ("effective_rate", "DOUBLE"),
+    # issue 10: 'category' (the three categories + unlabelled) or 'transcribes_bug' (label (a): category
+    # 'transcribes_bug=yes' / 'transcribes_bug=no' / 'transcribes_bug=unlabelled')
+    ("split_by", "VARCHAR"),
+])
+
+
+# ---------------------------------------------------------------- spec label splits
+
+
+def _label_a(labels: pd.DataFrame) -> pd.Series:
+    """Label (a) per row as 'yes'/'no'/None: the final ``transcribes_bug`` label, else read off the category."""
+    if "transcribes_bug" in labels.columns:
+        vals = labels["transcribes_bug"].astype(object)
+    else:
+        vals = labels["category"].astype(object).map(
+            lambda c: True if c == "transcribes_bug" else (False if c in ("restores_correct", "neither") else None))
+    return vals.map(lambda v: None if v is None or v is pd.NA or (isinstance(v, float) and v != v)
+                    else ("yes" if bool(v) else "no"))
+
+
+def spec_label_splits(
+    outcomes: pd.DataFrame, generations: pd.DataFrame, generated: pd.DataFrame, labels: pd.DataFrame, plan: Plan
+) -> pd.DataFrame:
+    """Rates of each split condition's tests grouped by the spec's label (same thinking mode).
+
+    Two groupings (``split_by``): by category (transcribes_bug / restores_correct / neither;
+    problems without one form 'unlabelled'), and by label (a) alone as PROTOCOL.md words the
+    split: ``transcribes_bug=yes`` / ``transcribes_bug=no`` (``=unlabelled`` where (a) is missing).
+    ``labels``: thinking, task_id, category and, where known, transcribes_bug.
+    """
+    conds = plan.section("spec_labels").get("split_conditions", ["buggy_code"])
+    counts = problem_counts(outcomes)
+    ans = answered(generations, generated, outcomes)
+    lab = frame(labels, ["thinking", "task_id", "category"])
+    lab = lab.assign(label_a=_label_a(lab)) if len(lab) else lab.assign(label_a=pd.Series(dtype=object))
+    rows = []
+    for thinking in THINKING_MODES:
+        lt = lab[lab["thinking"] == thinking][["task_id", "category", "label_a"]].drop_duplicates("task_id")
+        if lt.empty:
+            continue
+        for cond in conds:
+            probs = universe(ans, thinking, [cond])
+            if probs.empty:
+                continue
+            pp = per_problem(counts, probs, cond, thinking).merge(lt, on="task_id", how="left")
+            pp["category"] = pp["category"].astype(object).where(pp["category"].notna(), "unlabelled")
+            pp["label_a"] = "transcribes_bug=" + pp["label_a"].astype(object).where(pp["label_a"].notna(), "unlabelled")
+            for split_by, column in (("category", "category"), ("transcribes_bug", "label_a")):
+                for cat, g in pp.groupby(column, sort=True):
+                    rows.append({
+                        "thinking": thinking, "condition": cond, "category": cat, "n_problems": len(g),
+                        "n_tests": int(g["n_tests"].sum()), "n_misleading": int(g["n_misleading"].sum()),
+                        "misleading_rate": rate(g["n_misleading"].sum(), g["n_tests"].sum()),
+                        "n_effective": int(g["n_effective"].sum()),
+                        "effective_rate": rate(g["n_effective"].sum(), g["n_tests"].sum()),
+                        "split_by": split_by,
+                    })
+    cols = [c for c, _ in schema.TABLES["spec_label_splits"] if c != "plan_sha256"]
+    return sha_col(pd.DataFrame(rows, columns=cols), plan)
+
+
+# ---------------------------------------------------------------- reasoning mentions
+
+_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S | re.I)
+
+
+@dataclass(frozen=True)
+class Keywords:
+    patterns: list[tuple[str, re.Pattern[str]]]
+    sha256: str
+    exclusions: list[tuple[str, re.Pattern[str]]] = field(default_factory=list)
+
+
+EXCLUDE = "exclude:"
+# sentence ends: . ! ? followed by white space (not "0.5", "e.g.x"), and line breaks
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n")
+
+
+def keywords_path(plan: Plan) -> Path:
+    name = plan.section("reasoning_mentions").get("keywords_file", "reasoning_keywords.txt")
+    return plan.path.parent / name
+
+
+def load_keywords(path: Path) -> Keywords:
+    """One case-insensitive regex per line; 'exclude: REGEX' lines are exclusions; '#' comments, blanks ignored."""
+    if not Path(path).is_file():
+        raise ConfigError(f"keyword file {path} is missing; restore prompts/reasoning_keywords.txt")
+    text = Path(path).read_text(encoding="utf-8")
+    pats, excl = [], []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        target = pats
+        if line.lower().startswith(EXCLUDE):
+            line, target = line[len(EXCLUDE):].strip(), excl
+        try:
+            target.append((line, re.compile(line, re.I)))
+        except re.error as exc:
+            raise ConfigError(f"keyword file {path} line {n}: {line!r} is not a valid regex ({exc})") from None
+    return Keywords(pats, hashlib.sha256(text.encode()).hexdigest(), excl)
+
+
+def _sentence_spans(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        spans.append((start, m.end()))
+        start = m.end()
+    spans.append((start, len(text)))
+    return spans
+
+
+def _sentence_at(spans: list[tuple[int, int]], pos: int) -> tuple[int, int]:
+    for lo, hi in spans:
+        if lo <= pos < hi:
+            return lo, hi
+    return spans[-1]
+
+
+def reasoning_of(reasoning_text: object, response_text: object) -> str:
+    """The stored reasoning, else thoughts inline as <think>...</think> in the answer."""
+    if isinstance(reasoning_text, str) and reasoning_text.strip():
+        return reasoning_text
+    if isinstance(response_text, str):
+        return "\n".join(m.group(1) for m in _THINK.finditer(response_text)).strip()
+    return ""
+
+
+def find_mentions(text: str, keywords: Keywords, snippet_chars: int = 80) -> list[dict[str, Any]]:
+    """Every keyword match not in a sentence that matches an exclusion, in text order, with its snippet."""
+    found = []
+    spans = _sentence_spans(text) if keywords.exclusions else []
+    excluded: dict[tuple[int, int], bool] = {}
+    for raw, pat in keywords.patterns:
+        for m in pat.finditer(text):
+            if spans:
+                lo, hi = _sentence_at(spans, m.start())
+                if (lo, hi) not in excluded:
+                    excluded[(lo, hi)] = any(x.search(text[lo:hi]) for _, x in keywords.exclusions)
+                if excluded[(lo, hi)]:
+                    continue
+            lo, hi = max(0, m.start() - snippet_chars), min(len(text), m.end() + snippet_chars)
+            snippet = " ".join(text[lo:hi].split())
+            found.append({"keyword": raw, "match": m.group(0), "position": m.start(), "snippet": snippet})
+    return sorted(found, key=lambda d: (d["position"], d["keyword"]))
+
+
+def reasoning_mentions(
+    generations: pd.DataFrame, outcomes: pd.DataFrame, keywords: Keywords, plan: Plan, max_matches: int = 20
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(per answer, per match, summary) for the plan's condition and thinking mode.
+
+    The summary covers problems whose answer produced at least one test: a problem without
+    tests cannot get a misleading test whatever its reasoning says.
+    """
+    sec = plan.section("reasoning_mentions")
+    cond, thinking = sec.get("condition", "buggy_code"), sec.get("thinking", "on")
+    snip = int(sec.get("snippet_chars", 80))
+    gens = frame(generations, KEY + ["problem_idx", "reasoning_text", "response_text"])
+    g = gens[(gens["condition"] == cond) & (gens["thinking"] == thinking)].drop_duplicates("task_id")
+    counts = problem_counts(outcomes)
+    probs = answered(g).sort_values(["problem_idx", "task_id"])
+    pp = per_problem(counts, probs, cond, thinking)
+    merged = pp.merge(g[["task_id", "reasoning_text", "response_text"]], on="task_id", how="left")
+    answers, matches = [], []
+    for _, c in merged.iterrows():
+        text = reasoning_of(c["reasoning_text"], c["response_text"])
+        found = find_mentions(text, keywords, snip)
+        answers.append({
+            "keywords_sha256": keywords.sha256, "condition": cond, "thinking": thinking, "task_id": c["task_id"],
+            "problem_idx": int(c["problem_idx"]), "has_reasoning": bool(text), "reasoning_chars": len(text),
+            "mentions": bool(found), "n_matches": len(found),
+            "matched_keywords": json.dumps(sorted({f["keyword"] for f in found})),
+            "first_snippet": found[0]["snippet"] if found else None,
+            "n_tests": int(c["n_tests"]), "n_misleading": int(c["n_misleading"]),
+            "has_misleading": bool(c["n_misleading"] > 0),
+        })
+        for f in found[:max_matches]:
+            matches.append({"keywords_sha256": keywords.sha256, "thinking": thinking, "task_id": c["task_id"], **f})
+    ans_cols = [c for c, _ in schema.TABLES["reasoning_mentions"] if c != "plan_sha256"]
+    m_cols = [c for c, _ in schema.TABLES["reasoning_mention_matches"] if c != "plan_sha256"]
+    per_answer = pd.DataFrame(answers, columns=ans_cols)
+    summary = []
+    with_tests = per_answer[per_answer["n_tests"] > 0]
+    for group, sel in (("mentions", with_tests["mentions"].astype(bool)),
+                       ("no_mention", ~with_tests["mentions"].astype(bool)),
+                       ("all_with_tests", pd.Series(True, index=with_tests.index))):
+        s = with_tests[sel]
+        summary.append({
+            "keywords_sha256": keywords.sha256, "condition": cond, "thinking": thinking, "mention_group": group,
+            "n_problems": len(s), "n_problems_with_misleading": int(s["has_misleading"].astype(bool).sum()),
+            "n_tests": int(s["n_tests"].sum()), "n_misleading": int(s["n_misleading"].sum()),
+            "misleading_rate": rate(s["n_misleading"].sum(), s["n_tests"].sum()),
+        })
+    s_cols = [c for c, _ in schema.TABLES["reasoning_mention_summary"] if c != "plan_sha256"]
+    return (sha_col(per_answer, plan), sha_col(pd.DataFrame(matches, columns=m_cols), plan),
+            sha_col(pd.DataFrame(summary, columns=s_cols), plan))

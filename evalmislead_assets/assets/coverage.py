@@ -1,0 +1,57 @@
+"""test_coverage [condition x thinking]: line and branch coverage of the function under test by each test file."""
+
+import time
+from typing import Optional
+
+import pandas as pd
+from dagster import AssetExecutionContext, MaterializeResult, asset
+
+from evalmislead_assets import coverage_analysis
+from evalmislead_assets.assets.execution import ExecutionConfig, make_sandbox
+from evalmislead_assets.partitions import condition_thinking_partitions, split_key
+from evalmislead_assets.storage import WarehouseResource
+
+
+@asset(
+    group_name="execution", partitions_def=condition_thinking_partitions, deps=["generated_tests", "problems"],
+    description="Line and branch coverage (coverage.py, in the sandbox) of the function under test by each generated "
+                "test file, on the buggy and on the fixed version; failing tests count the lines they ran.",
+)
+def test_coverage(context: AssetExecutionContext, config: ExecutionConfig, warehouse: WarehouseResource) -> MaterializeResult:
+    condition, thinking = split_key(context.partition_key)
+    wh = warehouse.get()
+    generated = wh.query_df(
+        "SELECT task_id, problem_idx, source, test_ids, n_tests FROM generated_tests "
+        "WHERE condition = ? AND thinking = ? AND n_tests > 0 ORDER BY problem_idx", [condition, thinking])
+    if generated.empty:
+        context.log.warning(f"generated_tests has no files with tests for {condition}|{thinking}")
+    problems = wh.query_df("SELECT task_id, entry_point, buggy_code, fixed_code FROM problems").set_index("task_id")
+    sandbox = make_sandbox(config)
+    start = time.monotonic()
+    df = coverage_analysis.build_test_coverage(generated, problems, sandbox)
+    wall = time.monotonic() - start
+    iso = sandbox.isolation
+    if iso is not None and iso.missing():
+        context.log.warning(f"sandbox ran without {', '.join(iso.missing())}; the other limits still applied")
+    wh.replace_rows(coverage_analysis.TABLE, df.assign(condition=condition, thinking=thinking),
+                    where={"condition": condition, "thinking": thinking})
+    summary = {
+        f"{col}_{v}": _mean(df.loc[df["version"] == v, col]) for v in ("fixed", "buggy")
+        for col in ("line_coverage", "branch_coverage")
+    }
+    runs = int(2 * generated["n_tests"].sum()) if len(generated) else 0
+    unmeasured = int((df["n_tests"] - df["n_tests_measured"]).sum()) if len(df) else 0
+    return MaterializeResult(metadata={
+        "files": int(len(df) // 2),
+        "tests": int(generated["n_tests"].sum()) if len(generated) else 0,
+        **summary,
+        "full_line_coverage_fixed": int(((df["version"] == "fixed") & (df["line_coverage"] == 1.0)).sum()),
+        "test_runs_without_coverage": unmeasured,
+        "wall_s": round(wall, 2),
+        "runs_per_s": round(runs / wall, 1) if wall > 0 and runs else 0.0,
+    })
+
+
+def _mean(s: pd.Series) -> Optional[float]:
+    s = s.dropna()
+    return round(float(s.mean()), 4) if len(s) else None

@@ -1,0 +1,97 @@
+"""determinism_probe: re-send a seeded sample of stored test-generation requests and measure the noise.
+
+The logic is in `evalmislead_assets.determinism`; extraction, collection and scoring are the
+execution assets' own functions (`build_generated_tests`, `build_test_outcomes`).
+"""
+
+import time
+from typing import Optional
+
+import pandas as pd
+from dagster import AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
+
+from evalmislead_assets import determinism as det
+from evalmislead_assets import settings
+from evalmislead_assets.assets.execution import (
+    ExecutionConfig,
+    build_generated_tests,
+    build_test_outcomes,
+    make_sandbox,
+)
+from evalmislead_assets.llm import LLMResource, LLMUnreachable
+from evalmislead_assets.sandbox import TEST_TIMEOUT_S
+from evalmislead_assets.storage import WarehouseResource
+
+_GENERATIONS_SQL = (
+    "SELECT condition, thinking, task_id, problem_idx, request_json, response_text, reasoning_text, finish_reason, "
+    "error, cache_key, total_slots, cache_prompt, build_info FROM test_generations"
+)
+
+
+class ProbeConfig(Config):
+    """Launchpad settings of the determinism probe."""
+
+    n: Optional[int] = None  # requests re-sent; None: EVALMISLEAD_PROBE_N (default 20)
+    seed: int = det.DEFAULT_SEED  # the sample's seed
+    workers: Optional[int] = None  # sandbox workers; None: EVALMISLEAD_SANDBOX_WORKERS or the CPU count
+    timeout_s: float = TEST_TIMEOUT_S  # per test and version
+
+
+def _metadata(df: pd.DataFrame, frames: dict[str, pd.DataFrame], wall_s: float, requests_sent: int) -> dict:
+    s = det.summarize(df)
+    sens = det.sensitivity(df, frames.get("bootstrap_comparisons", pd.DataFrame()))
+    return {
+        "n": s.n,
+        "requests_drawn": s.drawn,
+        "errors": s.errors,
+        "requests_sent": requests_sent,
+        # None (shown as missing), never 0.0, when no answer came back
+        "share_identical_text": round(s.share_identical, 4) if s.share_identical is not None else None,
+        "share_identical_scoring": round(s.share_tests_identical, 4) if s.share_tests_identical is not None else None,
+        "by_partition": MetadataValue.md(det.md_table(det.by_partition(df))),
+        "sensitivity": MetadataValue.md("\n".join(det.sensitivity_lines(sens)) or "_no comparison stored_"),
+        "server_settings": det.settings_line(df) if len(df) else "not run",
+        "wall_s": round(wall_s, 2),
+    }
+
+
+@asset(
+    group_name="reproducibility",
+    deps=["test_generations", "problems"],
+    description="Run-to-run noise: a seeded sample of stored test-generation requests re-sent with the response "
+                "cache bypassed (EVALMISLEAD_PROBE_N, default 20), scored like the originals; shares of byte-identical "
+                "answers and of answers whose tests score identically.",
+)
+def determinism_probe(
+    context: AssetExecutionContext, config: ProbeConfig, warehouse: WarehouseResource, llm: LLMResource
+) -> MaterializeResult:
+    wh = warehouse.get()
+    start = time.monotonic()
+    n = config.n if config.n is not None else settings.probe_n()
+    drawn = det.sample(wh.query_df(_GENERATIONS_SQL), n, config.seed)
+    if drawn.empty:
+        context.log.warning("determinism_probe: test_generations has no stored answer; nothing to re-send")
+        df = det.build_rows(drawn, [], {}, config.seed)
+        wh.replace_rows(det.TABLE, df)
+        return MaterializeResult(metadata={**_metadata(df, {}, time.monotonic() - start, 0),
+                                           "status": "not run: no stored answer"})
+    context.log.info(f"determinism_probe: re-sending {len(drawn)} stored requests (seed {config.seed}), cache bypassed")
+    try:
+        results, stats = llm.run_batch_with_stats(wh, det.probe_requests(drawn), log=context.log, bypass_cache=True)
+    except LLMUnreachable as exc:
+        raise Failure(description=str(exc)) from None
+
+    problems = wh.query_df("SELECT task_id, problem_idx, entry_point, buggy_code, fixed_code FROM problems")
+    frame = det.scoring_frame(drawn, results)
+    by_key = det.problems_for(frame, drawn, problems.set_index("task_id"))
+    sandbox = make_sandbox(ExecutionConfig(workers=config.workers, timeout_s=config.timeout_s))
+    generated = build_generated_tests(frame, by_key, sandbox)
+    outcomes = build_test_outcomes(generated, by_key, sandbox)
+    df = det.build_rows(drawn, results, det.scored_tests(generated, outcomes), config.seed)
+    wh.replace_rows(det.TABLE, df)
+    comparisons = wh.read_table("bootstrap_comparisons") if wh.table_exists("bootstrap_comparisons") else pd.DataFrame()
+    meta = _metadata(df, {"bootstrap_comparisons": comparisons}, time.monotonic() - start, stats.requests_sent)
+    s = det.summarize(df)
+    context.log.info(f"determinism_probe: {s.identical}/{s.n} identical text, {s.tests_identical}/{s.n} identical "
+                     f"scoring, {s.errors} errors")
+    return MaterializeResult(metadata=meta)

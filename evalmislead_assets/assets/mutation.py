@@ -1,0 +1,152 @@
+"""mutants (unpartitioned) and mutation_scores [condition x thinking]: how well each generated test file
+tells the fixed function from its mutants. The logic is in evalmislead_assets.mutation (the mutator) and
+evalmislead_assets.mutation_scoring (oracle flags, kill rule, score)."""
+
+import time
+from typing import Optional
+
+import pandas as pd
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetExecutionContext,
+    Config,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+    asset_check,
+)
+
+from evalmislead_assets import mutation
+from evalmislead_assets import mutation_scoring as ms
+from evalmislead_assets.assets.execution import ExecutionConfig, make_sandbox
+from evalmislead_assets.partitions import condition_thinking_partitions, split_key
+from evalmislead_assets.problems import study_problems
+from evalmislead_assets.sandbox import TEST_TIMEOUT_S, Isolation
+from evalmislead_assets.storage import WarehouseResource
+from evalmislead_assets.validation import ORACLE_TIMEOUT_S
+
+GROUP = "mutation"
+CODE_VERSION = f"{mutation.MUTATOR_VERSION}+cap{mutation.MAX_MUTANTS_PER_PROBLEM}+seed{mutation.SAMPLE_SEED}"
+
+
+class MutantsConfig(Config):
+    """Launchpad settings of the mutants asset."""
+
+    cap: int = mutation.MAX_MUTANTS_PER_PROBLEM  # mutants per problem; a seeded sample when there are more
+    seed: int = mutation.SAMPLE_SEED
+    oracle_timeout_s: float = ORACLE_TIMEOUT_S  # per mutant, as for problem_validation
+    workers: Optional[int] = None  # oracle processes at once; None: as problem_validation
+
+
+class MutationConfig(Config):
+    """Launchpad settings of the mutation_scores asset."""
+
+    workers: Optional[int] = None  # parallel zygotes; None: EVALMISLEAD_SANDBOX_WORKERS or the number of CPUs
+    timeout_s: float = TEST_TIMEOUT_S  # per test against the fixed version (and slow tests against mutants)
+    mutant_timeout_s: float = ms.MUTANT_TIMEOUT_S  # per test against a mutant; over it counts as a kill
+
+
+def _note(iso: Optional[Isolation]) -> str:
+    if iso is None:
+        return "no test ran"
+    missing = iso.missing()
+    return "full (no network, read-only filesystem, PID namespace, own uid)" if not missing else \
+        "without " + ", ".join(missing)
+
+
+@asset(
+    group_name=GROUP, deps=["problems", "problem_validation"], code_version=CODE_VERSION,
+    description="Mutants of each validated problem's fixed function (AST operators, body of the function under "
+                "test only, capped per problem with a seeded sample), with the dataset oracle's verdict: a mutant "
+                "the oracle does not kill is flagged likely_equivalent.",
+)
+def mutants(context: AssetExecutionContext, config: MutantsConfig, warehouse: WarehouseResource) -> MaterializeResult:
+    wh = warehouse.get()
+    problems = study_problems(wh)
+    start = time.monotonic()
+    df, notes = ms.build_mutants(problems, config.cap, config.seed, config.oracle_timeout_s, config.workers)
+    wall = time.monotonic() - start
+    for n in notes:
+        context.log.warning(f"no mutants: {n}")
+    # rows of problems outside this run's subset stay; those of the problems mutated now are replaced
+    kept = wh.query_df("SELECT * FROM mutants")
+    kept = kept[~kept["task_id"].isin(problems["task_id"])]
+    wh.replace_rows("mutants", pd.concat([kept, df], ignore_index=True) if len(kept) else df)
+    per_op = df.groupby("operator").agg(mutants=("mutant_id", "size"), likely_equivalent=("likely_equivalent", "sum"))
+    sampled = df.drop_duplicates("task_id")
+    return MaterializeResult(metadata={
+        "problems": int(df["task_id"].nunique()),
+        "mutants": len(df),
+        "likely_equivalent": int(df["likely_equivalent"].sum()),
+        "oracle_timeouts": int(df["oracle_detail"].str.startswith("timeout").sum()),
+        "problems_sampled": int((sampled["n_candidates"] > config.cap).sum()),
+        "per_operator": MetadataValue.md(per_op.reset_index().to_markdown(index=False)),
+        "skipped": MetadataValue.json(notes),
+        "wall_s": round(wall, 2),
+    })
+
+
+@asset(
+    group_name=GROUP, partitions_def=condition_thinking_partitions, deps=["generated_tests", mutants],
+    code_version=CODE_VERSION,
+    description="Per generated test file: its passing tests (on the fixed version) run against every mutant of "
+                "its problem in the sandbox; killed mutants and the mutation score (killed non-equivalent / "
+                "non-equivalent; NULL when not estimable). Per-mutant rows in mutant_kills.",
+)
+def mutation_scores(context: AssetExecutionContext, config: MutationConfig,
+                    warehouse: WarehouseResource) -> MaterializeResult:
+    condition, thinking = split_key(context.partition_key)
+    wh = warehouse.get()
+    generated = wh.query_df(
+        "SELECT task_id, problem_idx, source, test_ids, n_tests FROM generated_tests "
+        "WHERE condition = ? AND thinking = ? AND n_tests > 0 ORDER BY problem_idx", [condition, thinking])
+    muts = wh.query_df("SELECT task_id, mutant_id, operator, mutant_code, likely_equivalent FROM mutants "
+                       "WHERE task_id IN (SELECT task_id FROM generated_tests WHERE condition = ? AND thinking = ? "
+                       "AND n_tests > 0) ORDER BY task_id, mutant_id", [condition, thinking])
+    problems = wh.query_df("SELECT task_id, fixed_code FROM problems").set_index("task_id")
+    if generated.empty:
+        context.log.warning(f"generated_tests has no file with tests for {condition}|{thinking}")
+    without = sorted(set(generated["task_id"]) - set(muts["task_id"]))
+    if without:
+        context.log.warning(f"{len(without)} problems have no stored mutants (materialize mutants): {without[:10]}")
+    sandbox = make_sandbox(ExecutionConfig(workers=config.workers, timeout_s=config.timeout_s))
+    start = time.monotonic()
+    scores, kills, run = ms.build_scores(generated, muts, problems, sandbox, config.mutant_timeout_s)
+    wall = time.monotonic() - start
+    where = {"condition": condition, "thinking": thinking}
+    wh.replace_rows("mutation_scores", scores.assign(**where), where=where)
+    wh.replace_rows("mutant_kills", kills.assign(**where), where=where)
+    summ = ms.summary(scores.assign(**where))
+    first = summ.iloc[0] if len(summ) else None
+    return MaterializeResult(metadata={
+        "files": len(scores),
+        "files_estimable": int(scores["mutation_score"].notna().sum()),
+        "pooled_score": None if first is None or pd.isna(first["pooled_score"]) else round(float(first["pooled_score"]), 4),
+        "mean_file_score": None if first is None or pd.isna(first["mean_file_score"])
+        else round(float(first["mean_file_score"]), 4),
+        "mutant_runs": len(kills),
+        "test_runs": run.runs,
+        "files_without_mutants": MetadataValue.json(without),
+        "sandbox": _note(run.isolation),
+        "wall_s": round(wall, 2),
+        "runs_per_s": round(run.runs / wall, 1) if wall > 0 and run.runs else 0.0,
+    })
+
+
+@asset_check(asset=mutation_scores, description="Counts add up (killed <= mutants, equivalent <= mutants) and the "
+             "score is NULL exactly when it is not estimable; per-file counts match mutant_kills.")
+def mutation_scores_consistent(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
+    wh = warehouse.get()
+    bad = wh.query_df(
+        "SELECT condition, thinking, task_id FROM mutation_scores WHERE n_killed > n_mutants "
+        "OR n_likely_equivalent > n_mutants OR n_killed_non_equivalent > n_mutants - n_likely_equivalent "
+        "OR ((mutation_score IS NULL) <> (n_tests_passing_fixed = 0 OR n_mutants = n_likely_equivalent))")
+    mismatch = wh.query_df(
+        "SELECT s.condition, s.thinking, s.task_id FROM mutation_scores s LEFT JOIN (SELECT condition, thinking, "
+        "task_id, count(*) AS n, count(*) FILTER (WHERE killed) AS k FROM mutant_kills GROUP BY ALL) m "
+        "USING (condition, thinking, task_id) WHERE coalesce(m.n, 0) <> s.n_mutants OR coalesce(m.k, 0) <> s.n_killed")
+    return AssetCheckResult(passed=bad.empty and mismatch.empty, metadata={
+        "inconsistent_rows": len(bad), "kill_count_mismatch": len(mismatch),
+        "examples": MetadataValue.json((bad["task_id"].tolist() + mismatch["task_id"].tolist())[:20]),
+    })

@@ -1,0 +1,108 @@
+"""What `evalmislead run` prints at the end: the study in a terminal, from stored rows only.
+
+The per-condition table (tests, four cells, rates), the primary comparisons, one worked
+example (a misleading test where there is one: its assertion, and its status on the buggy
+and the fixed version) and where the report is. A condition with no executed tests shows
+"0 tests: not estimable", never a rate.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evalmislead_assets.report import test_body
+from evalmislead_assets.storage import Warehouse
+
+NOT_ESTIMABLE = "0 tests: not estimable"
+
+
+def _missing(x: Any) -> bool:
+    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
+
+
+def rate_text(count: Any, n_tests: Any, rate: Any, lo: Any = None, hi: Any = None) -> str:
+    if _missing(n_tests) or int(n_tests) == 0 or _missing(rate):
+        return NOT_ESTIMABLE
+    text = f"{100 * float(rate):.1f} % ({int(count)}/{int(n_tests)})"
+    if not _missing(lo) and not _missing(hi):
+        text += f" [{100 * float(lo):.1f}, {100 * float(hi):.1f}]"
+    return text
+
+
+def rates_table(rates: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for _, x in rates.iterrows():
+        rows.append({
+            "condition": x["condition"], "thinking": x["thinking"], "answers": int(x["n_answers"]),
+            "tests": int(x["n_tests"]), "misleading": int(x["n_misleading"]), "effective": int(x["n_effective"]),
+            "both pass": int(x["n_both_pass"]), "both fail": int(x["n_both_fail"]),
+            "misleading rate [CI]": rate_text(x["n_misleading"], x["n_tests"], x["misleading_rate"],
+                                              x.get("misleading_ci_low"), x.get("misleading_ci_high")),
+            "effective rate [CI]": rate_text(x["n_effective"], x["n_tests"], x["effective_rate"],
+                                             x.get("effective_ci_low"), x.get("effective_ci_high")),
+        })
+    return pd.DataFrame(rows)
+
+
+def comparisons_table(comp: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for _, x in comp.iterrows():
+        est, lo, hi = x.get("estimate"), x.get("ci_low"), x.get("ci_high")
+        if _missing(est) or int(x.get("n_tests_a") or 0) == 0 or int(x.get("n_tests_b") or 0) == 0:
+            diff = "not estimable"
+        else:
+            diff = f"{100 * float(est):+.1f} [{100 * float(lo):+.1f}, {100 * float(hi):+.1f}]"
+        rows.append({"#": int(x["comparison_id"]), "thinking": x["thinking"],
+                     "metric": str(x["metric"]).replace("_", " "),
+                     "a - b": f"{x['condition_a']} - {x['condition_b']}", "difference, points [CI]": diff,
+                     "verdict": x.get("verdict") or ""})
+    return pd.DataFrame(rows)
+
+
+def worked_example(wh: Warehouse) -> list[str]:
+    """One stored test with its status on both versions: a misleading one where there is one."""
+    row = wh.query_df(
+        "SELECT o.condition, o.thinking, o.task_id, o.test_id, o.buggy_status, o.fixed_status, o.outcome, "
+        "g.source, p.entry_point FROM test_outcomes o "
+        "JOIN generated_tests g USING (condition, thinking, task_id) JOIN problems p USING (task_id) "
+        "ORDER BY o.outcome <> 'misleading', o.condition <> 'buggy_code', o.task_id <> 'Python/30', "
+        "o.thinking, o.task_id, o.test_id LIMIT 1")
+    if row.empty:
+        return ["Worked example: no executed test is stored yet."]
+    x = row.iloc[0]
+    kind = "a misleading test" if x["outcome"] == "misleading" else f"no misleading test stored; a {x['outcome']} test"
+    out = [f"Worked example ({kind}): {x['task_id']} `{x['entry_point']}`, condition {x['condition']}, "
+           f"thinking {x['thinking']}, test {x['test_id']}"]
+    body = test_body(x["source"], x["test_id"])
+    if body:
+        lines = [ln.rstrip() for ln in body.splitlines() if ln.strip()]
+        asserts = [ln for ln in lines if "assert" in ln or "raises" in ln] or lines[1:]
+        out += [f"    {ln.strip()}" for ln in asserts[:4]]
+    out.append(f"  on the buggy version: {x['buggy_status']}; on the fixed version: {x['fixed_status']} "
+               f"-> {x['outcome'].replace('_', ' ')}")
+    return out
+
+
+def summary_lines(db: Path, report_paths: list[Path]) -> list[str]:
+    wh = Warehouse(db)
+    out: list[str] = []
+    if wh.table_exists("condition_rates"):
+        rates = wh.query_df("SELECT * FROM condition_rates ORDER BY thinking, condition")
+        if len(rates):
+            out += ["", "Per condition (rate = cell / all tests of the condition; 98.75 % bootstrap interval):",
+                    rates_table(rates).to_string(index=False)]
+    if wh.table_exists("bootstrap_comparisons"):
+        comp = wh.query_df("SELECT * FROM bootstrap_comparisons ORDER BY thinking, comparison_id")
+        if len(comp):
+            out += ["", "Primary comparisons (paired bootstrap over problems):",
+                    comparisons_table(comp).to_string(index=False)]
+    if wh.table_exists("test_outcomes"):
+        out += ["", *worked_example(wh)]
+    out.append("")
+    out += [f"evalmislead: report at {p}" for p in report_paths if p.exists()]
+    out.append(f"evalmislead: query the results with: evalmislead sql \"select * from condition_rates\"  (DuckDB {db})")
+    return out

@@ -1,0 +1,336 @@
+"""The determinism probe (issue 10): how much does one generation per problem move the numbers?
+
+llama.cpp is not deterministic at temperature 0 across parallel slots (issue #7052: 8 slots
+gave 5 to 8 distinct completions of one prompt; PR #6950: results change with the batch) nor
+with its prompt cache. The protocol makes one generation per problem and condition, so the
+probe re-sends a seeded sample of the stored test-generation requests, byte for byte, with
+the response cache bypassed, scores each new answer with the same extraction and sandbox
+path as the execution assets, and reports two shares: answers that came back byte-identical,
+and answers whose extracted tests score identically (same test ids, same four-cell outcome
+for each).
+
+Sensitivity line (the issue offered (a) "what the interval would be if every changed answer
+flipped its cells" or (b) "the spread over k repeated generations of the probe sample"): this
+module does (b) with k = 2 (the stored generation and the probe's), shown on the number a
+reader actually reads. For each primary comparison it swaps the probed answers' cell counts
+for those of their re-generation and recomputes the pooled difference; the line reports the
+stored estimate, the swapped one and the shift. Why (b): it reports only what was observed.
+(a) needs an assumption about how a changed answer "flips" (its test count changes too, and
+a flip to which cell?), and the bound it gives is set by that assumption rather than by the
+data. The shift covers only the probed answers (n of the comparison's answers were re-drawn),
+so a full re-run can move the estimate more; the share of answers whose scoring changed is
+the per-answer figure to scale by, and the line says how many answers were swapped.
+
+Scoring identity by construction: when the probe's answer text equals the original, the
+original's scoring is reused (extraction and collection are functions of the text), so
+"identical text but different scoring" cannot occur; the reverse (different text, same
+scoring) is common and counted as identical scoring.
+
+No Dagster imports here; the asset is in ``assets/determinism.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evalmislead_assets.llm import ChatRequest, ChatResult
+from evalmislead_assets.schema import TABLES
+
+TABLE = "determinism_probe"
+ASSET = "determinism_probe"
+TITLE = "Run-to-run noise (determinism probe)"
+DEFAULT_SEED = 20260419
+CELLS = ("misleading", "effective", "both_pass", "both_fail")
+COLUMNS = [c for c, _ in TABLES[TABLE]]
+_ORIG, _PROBE = "orig", "probe"
+
+
+# ---------------------------------------------------------------- sampling and requests
+
+
+def sample(generations: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
+    """A seeded sample of up to ``n`` stored answers (no error, a request body), in a stable order.
+
+    The draw depends only on the stored rows and the seed: rows are ordered by
+    (thinking, condition, problem_idx, task_id) before drawing.
+    """
+    if generations.empty or n <= 0:
+        return generations.iloc[0:0].copy()
+    ok = generations["request_json"].notna() & generations["response_text"].notna()
+    if "error" in generations:
+        ok &= generations["error"].isna()
+    pool = generations[ok].sort_values(["thinking", "condition", "problem_idx", "task_id"], kind="stable")
+    pool = pool.reset_index(drop=True)
+    if pool.empty:
+        return pool
+    rng = np.random.default_rng(seed)
+    picked = np.sort(rng.choice(len(pool), size=min(n, len(pool)), replace=False))
+    return pool.iloc[picked].reset_index(drop=True)
+
+
+def probe_requests(drawn: pd.DataFrame) -> list[ChatRequest]:
+    """The stored request bodies, to be sent verbatim (same body, hence same cache key)."""
+    out = []
+    for row in drawn.itertuples(index=False):
+        body = json.loads(row.request_json)
+        out.append(ChatRequest(
+            asset=ASSET, condition=row.condition, thinking=row.thinking, task_id=row.task_id,
+            messages=body.get("messages") or [], max_tokens=int(body.get("max_tokens") or 0),
+            enable_thinking=bool((body.get("chat_template_kwargs") or {}).get("enable_thinking")),
+            raw_body=row.request_json,
+        ))
+    return out
+
+
+# ---------------------------------------------------------------- scoring (frames for execution's functions)
+
+
+def _key(i: int, which: str) -> str:
+    return f"{i}/{which}"
+
+
+def scoring_frame(drawn: pd.DataFrame, results: Sequence[ChatResult]) -> pd.DataFrame:
+    """Answers to extract and score, in the shape `build_generated_tests` reads.
+
+    ``task_id`` holds a synthetic key per answer ("<i>/orig", "<i>/probe") so that the two
+    answers of one problem stay apart; every original is scored, a probe answer only when
+    it arrived and its text differs from the original's (same text: same scoring, reused).
+    """
+    rows = []
+    for i, (g, r) in enumerate(zip(drawn.itertuples(index=False), results)):
+        rows.append({"task_id": _key(i, _ORIG), "problem_idx": g.problem_idx, "response_text": g.response_text,
+                     "finish_reason": g.finish_reason, "error": None})
+        if not r.error and r.text != g.response_text:
+            rows.append({"task_id": _key(i, _PROBE), "problem_idx": g.problem_idx, "response_text": r.text,
+                         "finish_reason": r.finish_reason, "error": None})
+    return pd.DataFrame(rows, columns=["task_id", "problem_idx", "response_text", "finish_reason", "error"])
+
+
+def problems_for(frame: pd.DataFrame, drawn: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame:
+    """``problems`` (indexed by task_id) re-indexed by the synthetic keys of ``frame``."""
+    real = [drawn["task_id"].iloc[int(k.split("/")[0])] for k in frame["task_id"]]
+    present = [t for t in real if t in problems.index]
+    out = problems.loc[present].copy()
+    out.index = [k for k, t in zip(frame["task_id"], real) if t in problems.index]
+    return out
+
+
+def scored_tests(generated: pd.DataFrame, outcomes: pd.DataFrame) -> dict[str, list[tuple[str, str]]]:
+    """Synthetic key -> sorted (test_id, outcome) pairs; an answer with no collected test maps to []."""
+    out: dict[str, list[tuple[str, str]]] = {str(k): [] for k in generated["task_id"]}
+    for key, test_id, outcome in zip(outcomes["task_id"], outcomes["test_id"], outcomes["outcome"]):
+        out.setdefault(str(key), []).append((str(test_id), str(outcome)))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _cells(tests: list[tuple[str, str]] | None) -> dict[str, Any]:
+    if tests is None:
+        return {"n_tests": None, **{c: None for c in CELLS}}
+    return {"n_tests": len(tests), **{c: sum(1 for _, o in tests if o == c) for c in CELLS}}
+
+
+def _opt(x: Any) -> Any:
+    return None if x is None or (not isinstance(x, str) and pd.isna(x)) else x
+
+
+def build_rows(
+    drawn: pd.DataFrame, results: Sequence[ChatResult], scored: Mapping[str, list[tuple[str, str]]], seed: int,
+    now: datetime | None = None,
+) -> pd.DataFrame:
+    """One `determinism_probe` row per drawn answer: both texts, both cell counts, identity flags, settings."""
+    now = now or datetime.now(timezone.utc).replace(tzinfo=None)
+    rows = []
+    for i, (g, r) in enumerate(zip(drawn.itertuples(index=False), results)):
+        original = scored.get(_key(i, _ORIG), [])
+        answered = not r.error
+        same_text = answered and r.text == g.response_text
+        probe = (original if same_text else scored.get(_key(i, _PROBE), [])) if answered else None
+        o, p = _cells(original), _cells(probe)
+        orig_reasoning = _opt(getattr(g, "reasoning_text", None))
+        rows.append({
+            "condition": g.condition, "thinking": g.thinking, "task_id": g.task_id, "problem_idx": g.problem_idx,
+            "cache_key": g.cache_key, "original_text": g.response_text, "probe_text": r.text if answered else None,
+            "identical": same_text if answered else None,
+            "reasoning_identical": (orig_reasoning or None) == (r.reasoning or None) if answered else None,
+            **{f"original_{k}": v for k, v in o.items()}, **{f"probe_{k}": v for k, v in p.items()},
+            "tests_identical": (probe == original) if answered else None,
+            "probe_error": r.error, "probe_finish_reason": r.finish_reason,
+            "original_total_slots": _opt(getattr(g, "total_slots", None)),
+            "original_cache_prompt": _opt(getattr(g, "cache_prompt", None)),
+            "original_build_info": _opt(getattr(g, "build_info", None)),
+            "probe_total_slots": r.total_slots, "probe_cache_prompt": r.cache_prompt, "probe_build_info": r.build_info,
+            "probe_server_url": r.server_url, "sample_seed": seed, "created_at": now,
+        })
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    for c in COLUMNS:
+        if c.endswith(("n_tests", *CELLS, "total_slots", "problem_idx")):
+            df[c] = pd.array(df[c].tolist(), dtype="Int32")
+        elif c in ("identical", "reasoning_identical", "tests_identical", "original_cache_prompt",
+                   "probe_cache_prompt"):
+            df[c] = pd.array([_opt(v) for v in df[c]], dtype="boolean")
+    df["sample_seed"] = df["sample_seed"].astype("int64")
+    return df
+
+
+# ---------------------------------------------------------------- figures
+
+
+@dataclass(frozen=True)
+class Summary:
+    drawn: int  # requests re-sent
+    n: int  # probe answers received (the denominator of both shares)
+    errors: int
+    identical: int
+    tests_identical: int
+
+    @property
+    def share_identical(self) -> float | None:
+        return self.identical / self.n if self.n else None
+
+    @property
+    def share_tests_identical(self) -> float | None:
+        return self.tests_identical / self.n if self.n else None
+
+
+def summarize(probe: pd.DataFrame) -> Summary:
+    if probe.empty:
+        return Summary(0, 0, 0, 0, 0)
+    got = probe[probe["probe_error"].isna()]
+    return Summary(
+        drawn=len(probe), n=len(got), errors=len(probe) - len(got),
+        identical=int(got["identical"].fillna(False).astype(bool).sum()),
+        tests_identical=int(got["tests_identical"].fillna(False).astype(bool).sum()),
+    )
+
+
+def by_partition(probe: pd.DataFrame) -> pd.DataFrame:
+    """Per condition x thinking: answers, identical text, identical scoring."""
+    got = probe[probe["probe_error"].isna()] if len(probe) else probe
+    if got.empty:
+        return pd.DataFrame(columns=["condition", "thinking", "n", "identical_text", "identical_scoring"])
+    g = got.assign(i=got["identical"].astype(bool), t=got["tests_identical"].astype(bool))
+    out = g.groupby(["condition", "thinking"], sort=True).agg(n=("i", "size"), identical_text=("i", "sum"),
+                                                               identical_scoring=("t", "sum"))
+    return out.reset_index().astype({"n": int, "identical_text": int, "identical_scoring": int})
+
+
+def sensitivity(probe: pd.DataFrame, comparisons: pd.DataFrame) -> pd.DataFrame:
+    """Per stored comparison row: the estimate with the probed answers' re-generations swapped in.
+
+    Pooled counts of each condition are rebuilt from ``rate`` x ``n_tests``; each probed answer
+    of that condition and thinking mode (probe answered) changes them by its probe-minus-original
+    cell and test counts. ``shift`` is NULL (not measured) when neither condition was probed.
+    """
+    cols = ["comparison_id", "thinking", "role", "metric", "condition_a", "condition_b", "estimate", "ci_low",
+            "ci_high", "level", "n_probed", "n_changed", "estimate_swapped", "shift"]
+    if comparisons is None or comparisons.empty:
+        return pd.DataFrame(columns=cols)
+    got = probe[probe["probe_error"].isna()] if len(probe) else probe
+    rows = []
+    for c in comparisons.sort_values(["thinking", "comparison_id"], kind="stable").itertuples(index=False):
+        cell = str(c.metric).removesuffix("_rate")
+        swapped, n_probed, n_changed = [], 0, 0
+        for cond, rate, n_tests in ((c.condition_a, c.rate_a, c.n_tests_a), (c.condition_b, c.rate_b, c.n_tests_b)):
+            n_tests = int(n_tests or 0)
+            num = round(float(rate or 0.0) * n_tests)
+            mine = got[(got["condition"] == cond) & (got["thinking"] == c.thinking)] if len(got) else got
+            n_probed += len(mine)
+            if len(mine):
+                n_changed += int((~mine["tests_identical"].astype(bool)).sum())
+                num += int((mine[f"probe_{cell}"].astype(int) - mine[f"original_{cell}"].astype(int)).sum())
+                n_tests += int((mine["probe_n_tests"].astype(int) - mine["original_n_tests"].astype(int)).sum())
+            swapped.append(num / n_tests if n_tests > 0 else 0.0)
+        shift = None
+        if n_probed:
+            shift = (swapped[0] - swapped[1]) - (float(c.rate_a or 0.0) - float(c.rate_b or 0.0))
+        rows.append({
+            "comparison_id": c.comparison_id, "thinking": c.thinking, "role": getattr(c, "role", None),
+            "metric": c.metric, "condition_a": c.condition_a, "condition_b": c.condition_b, "estimate": c.estimate,
+            "ci_low": c.ci_low, "ci_high": c.ci_high, "level": c.level, "n_probed": n_probed, "n_changed": n_changed,
+            "estimate_swapped": None if shift is None else float(c.estimate) + shift, "shift": shift,
+        })
+    return pd.DataFrame(rows, columns=cols)
+
+
+# ---------------------------------------------------------------- report section and UI table
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f} %"
+
+
+def _pts(x: Any) -> str:
+    return "–" if x is None or pd.isna(x) else f"{100 * float(x):+.1f}"
+
+
+def md_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_no rows_"
+    head = "| " + " | ".join(map(str, df.columns)) + " |"
+    rule = "|" + "---|" * len(df.columns)
+    body = ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def settings_line(probe: pd.DataFrame) -> str:
+    def values(col: str) -> str:
+        vals = sorted({str(v) for v in probe[col] if _opt(v) is not None}) if col in probe else []
+        return ", ".join(vals) or "unknown"
+
+    return (f"original answers: slots {values('original_total_slots')}, cache_prompt "
+            f"{values('original_cache_prompt')}, build {values('original_build_info')}; probe: slots "
+            f"{values('probe_total_slots')}, cache_prompt {values('probe_cache_prompt')}, "
+            f"build {values('probe_build_info')}")
+
+
+def sensitivity_lines(sens: pd.DataFrame) -> list[str]:
+    out = []
+    for s in sens.itertuples(index=False):
+        name = (f"{str(s.metric).replace('_', ' ')}, `{s.condition_a}` − `{s.condition_b}` "
+                f"(thinking {s.thinking}{'' if s.role == 'primary' else ', report-only'})")
+        level = f"{100 * float(s.level):g} %" if _opt(s.level) is not None else "CI"
+        stored = f"{_pts(s.estimate)} points [{level}: {_pts(s.ci_low)}, {_pts(s.ci_high)}]"
+        if _opt(s.shift) is None:
+            out.append(f"- {name}: {stored}; no probed answer in these conditions, run-to-run shift not measured.")
+        else:
+            out.append(f"- {name}: {stored}; with the {s.n_probed} probed answers re-generated "
+                       f"({s.n_changed} scored differently): {_pts(s.estimate_swapped)} points "
+                       f"(shift {_pts(s.shift)}).")
+    return out
+
+
+def section(frames: dict[str, pd.DataFrame]) -> list[str]:
+    """The report section: the probe's n, both shares, the partitions and the sensitivity lines."""
+    probe = frames.get(TABLE, pd.DataFrame())
+    summary = summarize(probe)
+    if summary.drawn == 0:
+        return ["_The determinism probe has not run (materialize `determinism_probe`): run-to-run noise of the "
+                "single generation per problem is not measured._"]
+    if summary.n == 0:
+        return [f"_The determinism probe re-sent {summary.drawn} requests and got no answer "
+                f"({summary.errors} errors): run-to-run noise is not measured._"]
+    L = [f"A seeded sample of stored test-generation requests was re-sent byte for byte with the response cache "
+         f"bypassed, and each new answer was extracted and scored like the originals "
+         f"({summary.n} answers compared" + (f", {summary.errors} requests failed" if summary.errors else "") + ").",
+         "",
+         f"- byte-identical answers: **{summary.identical} of {summary.n}** ({_pct(summary.share_identical)})",
+         f"- answers whose tests score identically (same test ids, same outcomes): "
+         f"**{summary.tests_identical} of {summary.n}** ({_pct(summary.share_tests_identical)})",
+         f"- server settings: {settings_line(probe)}",
+         "", md_table(by_partition(probe)), ""]
+    sens = sensitivity(probe, frames.get("bootstrap_comparisons", pd.DataFrame()))
+    if sens.empty:
+        L.append("_Sensitivity: no comparison stored (materialize `bootstrap_comparisons`)._")
+    else:
+        L += ["Sensitivity (spread over k = 2 generations of the probed answers, shown on each comparison): the "
+              "stored estimate, then the estimate with the probed answers' re-generations swapped in. Only the "
+              "probed answers were re-drawn; a full re-run re-draws every answer and can move an estimate more.", "",
+              *sensitivity_lines(sens)]
+    return L

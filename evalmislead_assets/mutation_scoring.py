@@ -1,0 +1,316 @@
+"""Mutants of the fixed function, the dataset oracle's verdict on each, and the mutation score of a test file.
+
+Tables (registered here):
+
+- ``mutants``: one row per mutant of a problem's fixed function (``mutation.py``), with
+  ``oracle_killed``: does the dataset's own ``check(...)`` oracle fail on it (run as
+  ``validation.run_oracle`` runs it: own interpreter, own session, 10 s limit)? A mutant the
+  oracle does not kill is flagged ``likely_equivalent`` (it may still differ on inputs the
+  oracle never tries; a test file that kills one shows so in ``n_killed_likely_equivalent``).
+- ``mutation_scores``: per generated test file with at least one collected test.
+- ``mutant_kills``: per test file and mutant: killed or not, and by which test.
+
+Kill rule. A test file's tests first run against the fixed version; only the tests that
+**pass** there take part. A mutant is killed when at least one of those tests does not pass
+on it (failed, error, timeout or crashed). Tests that already fail on the fixed version never
+count as kills: they would "kill" every mutant and say nothing about it (for ``buggy_code``
+this leaves out exactly the misleading and both-fail tests). Each run goes through the
+same ``Sandbox.run`` as ``test_outcomes`` (``Module(solution=mutant_code, tests=source)``).
+
+Runs against mutants use a shorter limit, ``MUTANT_TIMEOUT_S`` (a mutant that loops forever
+is the common case, and it would otherwise cost 10 s per test): a test whose fixed run took
+more than ``SLOW_FRACTION`` of that limit runs against the mutants with the full limit
+instead. Running over the limit counts as a kill (as in mutmut and cosmic-ray). Each mutant
+first meets the first passing test of the file; only the survivors meet the others. The kill
+flags are the same as running every test (a kill needs one non-pass), and ``killing_test`` is
+the first passing test, in file order, that does not pass on the mutant.
+
+``mutation_score`` = killed non-equivalent mutants / non-equivalent mutants; NULL ("not
+estimable", never 0.0) when the problem has no non-equivalent mutant or no test of the file
+passes on the fixed version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from evalmislead_assets import mutation, schema
+from evalmislead_assets.sandbox import Isolation, Module, Ran, Sandbox
+from evalmislead_assets.validation import ORACLE_TIMEOUT_S, run_oracle
+
+MUTANT_TIMEOUT_S = 2.0
+SLOW_FRACTION = 0.25
+
+schema.register_table("mutants", [
+    ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"), ("mutant_id", "INTEGER"), ("operator", "VARCHAR"),
+    ("line", "INTEGER"), ("description", "VARCHAR"), ("diff", "VARCHAR"), ("mutant_code", "VARCHAR"),
+    ("oracle_killed", "BOOLEAN"), ("oracle_detail", "VARCHAR"), ("likely_equivalent", "BOOLEAN"),
+    ("n_candidates", "INTEGER"), ("mutator_version", "VARCHAR"), ("cap", "INTEGER"), ("seed", "BIGINT"),
+])
+schema.register_table("mutation_scores", [
+    ("condition", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
+    ("n_tests", "INTEGER"), ("n_tests_passing_fixed", "INTEGER"), ("n_mutants", "INTEGER"),
+    ("n_likely_equivalent", "INTEGER"), ("n_killed", "INTEGER"), ("n_killed_non_equivalent", "INTEGER"),
+    ("n_killed_likely_equivalent", "INTEGER"), ("mutation_score", "DOUBLE"), ("runs", "INTEGER"),
+    ("mutant_timeout_s", "DOUBLE"), ("mutator_version", "VARCHAR"),
+])
+schema.register_table("mutant_kills", [
+    ("condition", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
+    ("mutant_id", "INTEGER"), ("operator", "VARCHAR"), ("likely_equivalent", "BOOLEAN"), ("killed", "BOOLEAN"),
+    ("killing_test", "VARCHAR"), ("killing_status", "VARCHAR"), ("n_tests_run", "INTEGER"),
+])
+SCORE_COLUMNS = [c for c, _ in schema.TABLES["mutation_scores"]]
+KILL_COLUMNS = [c for c, _ in schema.TABLES["mutant_kills"]]
+MUTANT_COLUMNS = [c for c, _ in schema.TABLES["mutants"]]
+
+
+# ---------------------------------------------------------------- mutants + oracle
+
+
+def build_mutants(problems: pd.DataFrame, cap: int = mutation.MAX_MUTANTS_PER_PROBLEM,
+                  seed: int = mutation.SAMPLE_SEED, oracle_timeout_s: float = ORACLE_TIMEOUT_S,
+                  workers: int | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Rows of ``mutants`` for each problem (task_id, problem_idx, entry_point, fixed_code, test), and notes."""
+    rows, notes = [], []
+    for p in problems.itertuples(index=False):
+        try:
+            kept, n = mutation.mutants(p.fixed_code, p.entry_point, cap, seed, key=str(p.task_id))
+        except mutation.MutationError as exc:
+            notes.append(f"{p.task_id}: {exc}")
+            continue
+        for m in kept:
+            rows.append({"task_id": p.task_id, "problem_idx": int(p.problem_idx), "mutant_id": m.mutant_id,
+                         "operator": m.operator, "line": m.line, "description": m.description, "diff": m.diff,
+                         "mutant_code": m.code, "n_candidates": n, "mutator_version": mutation.MUTATOR_VERSION,
+                         "cap": cap, "seed": seed, "_test": p.test, "_entry": p.entry_point})
+    workers = workers or max(8, 4 * (os.cpu_count() or 2))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        verdicts = list(pool.map(lambda r: run_oracle(r["mutant_code"], r["_test"], r["_entry"], oracle_timeout_s),
+                                 rows))
+    for r, v in zip(rows, verdicts):
+        r["oracle_killed"] = not v.passed
+        r["oracle_detail"] = v.detail
+        r["likely_equivalent"] = v.passed
+    df = pd.DataFrame(rows, columns=MUTANT_COLUMNS)
+    for c in ("problem_idx", "mutant_id", "line", "n_candidates", "cap"):
+        df[c] = df[c].astype("int32")
+    return df, notes
+
+
+# ---------------------------------------------------------------- kills
+
+
+@dataclass(frozen=True)
+class TestFile:
+    """One generated test module, the fixed code of its problem, and that problem's mutants."""
+
+    source: str
+    test_ids: tuple[str, ...]
+    fixed_code: str
+    mutants: tuple[tuple[int, str], ...]  # (mutant_id, mutant code)
+
+
+@dataclass
+class FileKills:
+    fixed_status: dict[str, str]
+    passing: list[str]  # test ids that pass on the fixed version, in file order
+    killed_by: dict[int, tuple[str, str] | None]  # mutant_id -> (first killing test, its status) or None
+    tests_run: dict[int, int]  # mutant_id -> how many tests ran against it
+    runs: int = 0  # test x version runs, the fixed ones included
+
+
+@dataclass
+class KillRun:
+    files: list[FileKills]
+    isolation: Isolation | None = None
+    runs: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def run_kills(files: Sequence[TestFile], sandbox: Sandbox, mutant_timeout_s: float = MUTANT_TIMEOUT_S) -> KillRun:
+    """Run each file against its fixed code, then its passing tests against each mutant (see the module doc)."""
+    fixed = sandbox.run([(Module(f.fixed_code, f.source), t) for f in files for t in f.test_ids])
+    out: list[FileKills] = []
+    slow: set[tuple[int, str]] = set()
+    k = 0
+    for i, f in enumerate(files):
+        ran = fixed[k:k + len(f.test_ids)]
+        k += len(f.test_ids)
+        status = {t: r.status for t, r in zip(f.test_ids, ran)}
+        passing = [t for t, r in zip(f.test_ids, ran) if r.status == "passed"]
+        slow |= {(i, t) for t, r in zip(f.test_ids, ran) if r.status == "passed"
+                 and r.seconds > SLOW_FRACTION * mutant_timeout_s}
+        out.append(FileKills(status, passing, {m: None for m, _ in f.mutants}, {m: 0 for m, _ in f.mutants},
+                             runs=len(f.test_ids)))
+    short = Sandbox(dataclasses.replace(sandbox.limits, timeout_s=min(mutant_timeout_s, sandbox.limits.timeout_s)),
+                    workers=sandbox.workers, os_isolation=sandbox.os_isolation, base_dir=sandbox.base_dir)
+    # phase 1: every mutant against the first passing test; phase 2: survivors against the rest
+    first = [(i, mid, code, fk.passing[:1]) for i, (f, fk) in enumerate(zip(files, out))
+             for mid, code in f.mutants if fk.passing]
+    _run_phase(first, files, out, slow, sandbox, short)
+    rest = [(i, mid, code, fk.passing[1:]) for i, (f, fk) in enumerate(zip(files, out))
+            for mid, code in f.mutants if len(fk.passing) > 1 and fk.killed_by[mid] is None]
+    _run_phase(rest, files, out, slow, sandbox, short)
+    run = KillRun(out, runs=sum(f.runs for f in out))
+    run.isolation = _weakest(sandbox.isolation, short.isolation)
+    return run
+
+
+def _run_phase(jobs: list[tuple[int, int, str, list[str]]], files: Sequence[TestFile], out: list[FileKills],
+               slow: set[tuple[int, str]], full: Sandbox, short: Sandbox) -> None:
+    fast_req: list[tuple[Module, str]] = []
+    slow_req: list[tuple[Module, str]] = []
+    where: list[tuple[bool, int, int, int, str]] = []  # (slow?, index in its request list, file, mutant, test)
+    for i, mid, code, tests in jobs:
+        for t in tests:
+            target = slow_req if (i, t) in slow else fast_req
+            where.append(((i, t) in slow, len(target), i, mid, t))
+            target.append((Module(code, files[i].source), t))
+    ran_fast: list[Ran] = short.run(fast_req) if fast_req else []
+    ran_slow: list[Ran] = full.run(slow_req) if slow_req else []
+    order = {(i, t): n for i, f in enumerate(files) for n, t in enumerate(f.test_ids)}
+    for is_slow, j, i, mid, t in sorted(where, key=lambda w: (w[2], w[3], order[(w[2], w[4])])):
+        r = (ran_slow if is_slow else ran_fast)[j]
+        fk = out[i]
+        fk.tests_run[mid] += 1
+        fk.runs += 1
+        if r.status != "passed" and fk.killed_by[mid] is None:
+            fk.killed_by[mid] = (t, r.status)
+
+
+def _weakest(a: Isolation | None, b: Isolation | None) -> Isolation | None:
+    if a is None or b is None:
+        return a or b
+    return Isolation(a.network and b.network, a.readonly_fs and b.readonly_fs, a.pid_namespace and b.pid_namespace,
+                     a.own_uid and b.own_uid, a.notes + [n for n in b.notes if n not in a.notes])
+
+
+# ---------------------------------------------------------------- rows
+
+
+def score(n_mutants: int, n_likely_equivalent: int, n_killed_non_equivalent: int, n_passing: int) -> float | None:
+    """Killed non-equivalent / non-equivalent; None when not estimable (no such mutant, or no passing test)."""
+    non_equivalent = n_mutants - n_likely_equivalent
+    if non_equivalent <= 0 or n_passing <= 0:
+        return None
+    return n_killed_non_equivalent / non_equivalent
+
+
+def build_scores(generated: pd.DataFrame, mutants: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox,
+                 mutant_timeout_s: float = MUTANT_TIMEOUT_S) -> tuple[pd.DataFrame, pd.DataFrame, KillRun]:
+    """(mutation_scores rows, mutant_kills rows, the run) for generated_tests rows with n_tests > 0.
+
+    ``generated`` has task_id, problem_idx, source, test_ids (JSON list), n_tests; ``mutants`` the
+    columns of the mutants table; ``problems`` is indexed by task_id with fixed_code.
+    """
+    import json
+
+    generated = generated[generated["n_tests"] > 0].reset_index(drop=True)
+    by_task = {t: g.sort_values("mutant_id") for t, g in mutants.groupby("task_id")} if len(mutants) else {}
+    files, metas = [], []
+    for g in generated.itertuples(index=False):
+        muts = by_task.get(g.task_id, mutants.iloc[0:0])
+        files.append(TestFile(g.source, tuple(json.loads(g.test_ids)), problems.loc[g.task_id, "fixed_code"],
+                              tuple(zip(muts["mutant_id"].astype(int), muts["mutant_code"]))))
+        metas.append((g, muts))
+    run = run_kills(files, sandbox, mutant_timeout_s)
+    score_rows, kill_rows = [], []
+    for (g, muts), fk in zip(metas, run.files):
+        equivalent = dict(zip(muts["mutant_id"].astype(int), muts["likely_equivalent"].astype(bool)))
+        operators = dict(zip(muts["mutant_id"].astype(int), muts["operator"]))
+        killed = {m for m, by in fk.killed_by.items() if by is not None}
+        n_eq = sum(equivalent.values())
+        k_ne = sum(1 for m in killed if not equivalent[m])
+        score_rows.append({
+            "task_id": g.task_id, "problem_idx": int(g.problem_idx), "n_tests": int(g.n_tests),
+            "n_tests_passing_fixed": len(fk.passing), "n_mutants": len(equivalent), "n_likely_equivalent": n_eq,
+            "n_killed": len(killed), "n_killed_non_equivalent": k_ne, "n_killed_likely_equivalent": len(killed) - k_ne,
+            "mutation_score": score(len(equivalent), n_eq, k_ne, len(fk.passing)), "runs": fk.runs,
+            "mutant_timeout_s": mutant_timeout_s, "mutator_version": mutation.MUTATOR_VERSION,
+        })
+        for m in sorted(equivalent):
+            by = fk.killed_by[m]
+            kill_rows.append({
+                "task_id": g.task_id, "problem_idx": int(g.problem_idx), "mutant_id": m, "operator": operators[m],
+                "likely_equivalent": equivalent[m], "killed": by is not None, "killing_test": by[0] if by else None,
+                "killing_status": by[1] if by else None, "n_tests_run": fk.tests_run[m],
+            })
+    scores = pd.DataFrame(score_rows, columns=[c for c in SCORE_COLUMNS if c not in ("condition", "thinking")])
+    scores["mutation_score"] = scores["mutation_score"].astype("float64")
+    kills = pd.DataFrame(kill_rows, columns=[c for c in KILL_COLUMNS if c not in ("condition", "thinking")])
+    return scores, kills, run
+
+
+# ---------------------------------------------------------------- report section
+
+SCORE_SQL = """-- mutation score per condition x thinking, from the per-file rows
+SELECT condition, thinking, count(*) AS files, count(mutation_score) AS files_estimable,
+       sum(n_killed_non_equivalent) FILTER (WHERE mutation_score IS NOT NULL)
+         / sum(n_mutants - n_likely_equivalent) FILTER (WHERE mutation_score IS NOT NULL) AS pooled_score,
+       avg(mutation_score) AS mean_file_score
+FROM mutation_scores GROUP BY condition, thinking ORDER BY thinking, condition;
+-- the per-file counts again, from the per-mutant rows
+SELECT condition, thinking, task_id, count(*) AS n_mutants,
+       count(*) FILTER (WHERE likely_equivalent) AS n_likely_equivalent,
+       count(*) FILTER (WHERE killed AND NOT likely_equivalent) AS n_killed_non_equivalent
+FROM mutant_kills GROUP BY condition, thinking, task_id ORDER BY ALL;
+-- mutants and the oracle's verdict
+SELECT operator, count(*) AS mutants, count(*) FILTER (WHERE likely_equivalent) AS likely_equivalent
+FROM mutants GROUP BY operator ORDER BY operator;"""
+
+
+def summary(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per condition x thinking: files, estimable files, pooled and mean-per-file score (what SCORE_SQL computes)."""
+    cols = ["condition", "thinking", "files", "files_estimable", "pooled_score", "mean_file_score"]
+    if scores is None or scores.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for (c, t), g in scores.groupby(["condition", "thinking"], sort=True):
+        est = g[g["mutation_score"].notna()]
+        den = float((est["n_mutants"] - est["n_likely_equivalent"]).sum())
+        rows.append({"condition": c, "thinking": t, "files": len(g), "files_estimable": len(est),
+                     "pooled_score": float(est["n_killed_non_equivalent"].sum()) / den if den else None,
+                     "mean_file_score": float(est["mutation_score"].mean()) if len(est) else None})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def section(frames: dict[str, pd.DataFrame]) -> list[str]:
+    """Markdown lines of the report section 'Mutation score'."""
+    from evalmislead_assets.report import md_table, pct
+
+    scores, muts = frames.get("mutation_scores", pd.DataFrame()), frames.get("mutants", pd.DataFrame())
+    out = [
+        "How well each generated test file tells the fixed function from small variants of it. Mutants: up to "
+        f"{mutation.MAX_MUTANTS_PER_PROBLEM} per problem of the fixed function's body (operators in "
+        "`evalmislead_assets/mutation.py`); a mutant the dataset's own oracle does not kill is *likely "
+        "equivalent* and left out of the score. Only a file's tests that pass on the fixed version count; a "
+        "mutant is killed when one of them does not pass on it. Score = killed non-equivalent / non-equivalent "
+        "mutants; *not estimable* (NULL, never 0) when a file has no passing test or its problem no "
+        "non-equivalent mutant. Pooled: over the estimable files' mutants; mean: of the files' scores. For "
+        "`buggy_code` the misleading tests fail on the fixed version and so never count.",
+        "",
+    ]
+    if muts is None or muts.empty:
+        out.append("_No mutants are stored yet (materialize `mutants`)._")
+    else:
+        n_eq = int(muts["likely_equivalent"].sum())
+        out.append(f"{len(muts)} mutants of {muts['task_id'].nunique()} problems; {n_eq} likely equivalent "
+                   f"(the oracle does not kill them).")
+    out.append("")
+    summ = summary(scores)
+    if summ.empty:
+        out.append("_No mutation scores are stored yet (materialize `mutation_scores`): not estimable._")
+    else:
+        shown = summ.assign(pooled_score=summ["pooled_score"].map(pct),
+                            mean_file_score=summ["mean_file_score"].map(pct))
+        out.append(md_table(shown.rename(columns={
+            "files_estimable": "files estimable", "pooled_score": "pooled score",
+            "mean_file_score": "mean score per file"})))
+    out += ["", "SQL that recomputes these numbers from the stored rows:", "", "```sql", SCORE_SQL, "```"]
+    return out

@@ -1,0 +1,290 @@
+"""The determinism probe (issue 10): sampling, cache bypass, shares, sensitivity, report section."""
+
+import json
+from datetime import datetime
+
+import httpx
+import pandas as pd
+import pytest
+from dagster import DagsterInstance, materialize
+
+from evalmislead_assets import determinism as det
+from evalmislead_assets import report_sections
+from evalmislead_assets.assets import determinism as probe_assets
+from evalmislead_assets.assets import generation
+from evalmislead_assets.llm import ChatRequest, ChatResult, LLMResource, build_body, canonical_json, sha256_text
+from evalmislead_assets.partitions import partition_key
+from evalmislead_assets.storage import Warehouse, WarehouseResource
+
+
+class ScriptedLLM(LLMResource):
+    """An LLMResource whose client talks to an in-process fake llama-server (httpx.MockTransport).
+
+    `answers` maps a prompt to the reply text (default: "echo: <prompt>"); a prompt in `fail`
+    gets HTTP 400. /props reports `total_slots` and `build_info`.
+    """
+
+    answers: dict[str, str] = {}
+    fail: list[str] = []
+    total_slots: int = 4
+    build_info: str = "b6000-fake"
+
+    def client(self, transport: httpx.BaseTransport | None = None):  # noqa: ANN201
+        def handler(request: httpx.Request) -> httpx.Response:
+            if request.url.path == "/props":
+                return httpx.Response(200, json={"model_alias": "fake-model", "total_slots": self.total_slots,
+                                                 "build_info": self.build_info})
+            prompt = json.loads(request.content)["messages"][-1]["content"]
+            if prompt in self.fail:
+                return httpx.Response(400, text="bad request")
+            return httpx.Response(200, json={
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": self.answers.get(prompt, f"echo: {prompt}")}}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+            })
+
+        return super().client(transport=transport or httpx.MockTransport(handler))
+
+
+def _count(wh: Warehouse, sql: str) -> int:
+    return int(wh.query_df(f"SELECT count(*) AS n FROM {sql}")["n"][0])
+
+
+# ---------------------------------------------------------------- stored answers to probe
+
+
+def _store(wh: Warehouse, rows: list[tuple[str, str, str, str | None]]) -> pd.DataFrame:
+    """test_generations rows for Python/30, one per (condition, prompt, answer, error), with their llm_cache rows."""
+    gens, cache = [], []
+    for condition, prompt, answer, error in rows:
+        req = ChatRequest("test_generations", condition, "off", "Python/30", [{"role": "user", "content": prompt}],
+                          64, False)
+        body = canonical_json(build_body(req, "fake-model", 1234))
+        key = sha256_text(body)
+        gens.append({
+            "condition": condition, "thinking": "off", "task_id": "Python/30", "problem_idx": 30,
+            "model": "fake-model", "request_json": body, "response_text": None if error else answer,
+            "reasoning_text": None, "reasoning_present": False, "finish_reason": None if error else "stop",
+            "cache_key": key, "error": error, "created_at": datetime(2026, 1, 1), "total_slots": 2,
+            "cache_prompt": False, "build_info": "b5000-orig",
+        })
+        if not error:
+            response = {"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": answer}}]}
+            cache.append({"cache_key": key, "request_json": body, "response_json": canonical_json(response),
+                          "server_url": "http://orig:1", "server_props_sha256": None, "latency_s": 1.0,
+                          "created_at": datetime(2026, 1, 1)})
+    df = pd.DataFrame(gens)
+    wh.append_rows("test_generations", df)
+    wh.append_rows("llm_cache", pd.DataFrame(cache))
+    return df
+
+
+def _probe(llm: LLMResource, n: int = 10):  # noqa: ANN202
+    return materialize(
+        [probe_assets.determinism_probe], resources={"warehouse": WarehouseResource(), "llm": llm},
+        instance=DagsterInstance.ephemeral(), run_config={"ops": {"determinism_probe": {"config": {"n": n}}}},
+    )
+
+
+def _meta(result) -> dict:  # noqa: ANN001
+    mat = result.asset_materializations_for_node("determinism_probe")[0]
+    return {k: v.value for k, v in mat.metadata.items()}
+
+
+def test_probe_resends_bypassing_the_cache_and_keeps_the_original_cache_rows(seeded_warehouse) -> None:
+    wh = seeded_warehouse
+    stored = _store(wh, [
+        ("buggy_code", "p-same", "No tests from me.", None),
+        ("fixed_code", "p-reworded", "No tests here.", None),
+        ("signature_only", "p-fails", "Nothing.", None),
+        ("human_docstring", "p-errored", "", "HTTP 500: stored error"),  # never drawn: no answer to compare
+    ])
+    cache_before = wh.read_table("llm_cache", order_by="cache_key")
+    llm = ScriptedLLM(urls="http://fake:1", backoff_s=0.01, retries=0,
+                      answers={"p-same": "No tests from me.", "p-reworded": "Still no tests, reworded."},
+                      fail=["p-fails"])
+    meta = _meta(_probe(llm))
+
+    rows = wh.read_table("determinism_probe", order_by="condition").set_index("condition")
+    assert sorted(rows.index) == ["buggy_code", "fixed_code", "signature_only"]
+    assert rows.loc["buggy_code", "identical"] and rows.loc["buggy_code", "tests_identical"]
+    # different text, same scoring (no test either time)
+    assert not rows.loc["fixed_code", "identical"] and rows.loc["fixed_code", "tests_identical"]
+    assert rows.loc["fixed_code", "probe_text"] == "Still no tests, reworded."
+    assert rows.loc["signature_only", "probe_error"].startswith("HTTP 400")
+    assert pd.isna(rows.loc["signature_only", "identical"]) and pd.isna(rows.loc["signature_only", "probe_n_tests"])
+    # settings of both answers
+    assert set(rows["probe_total_slots"]) == {4} and set(rows["probe_build_info"]) == {"b6000-fake"}
+    assert set(rows["probe_cache_prompt"]) == {False}
+    assert set(rows["original_total_slots"]) == {2} and set(rows["original_build_info"]) == {"b5000-orig"}
+
+    assert (meta["n"], meta["requests_drawn"], meta["errors"], meta["requests_sent"]) == (2, 3, 1, 3)
+    assert meta["share_identical_text"] == 0.5 and meta["share_identical_scoring"] == 1.0
+
+    # real requests in llm_calls, the same bodies (same cache keys) as stored ...
+    calls = wh.read_table("llm_calls")
+    assert len(calls) == 3 and set(calls["asset"]) == {"determinism_probe"}
+    drawn = stored[stored["error"].isna()]
+    assert sorted(calls["cache_key"]) == sorted(drawn["cache_key"])
+    # ... and the cache still holds the original answers, nothing added
+    cache_after = wh.read_table("llm_cache", order_by="cache_key")
+    assert cache_after[["cache_key", "response_json"]].equals(cache_before[["cache_key", "response_json"]])
+
+
+def test_no_stored_answer_means_not_run(seeded_warehouse) -> None:
+    meta = _meta(_probe(ScriptedLLM(urls="http://nowhere:1", retries=0)))
+    assert meta["status"].startswith("not run") and meta["n"] == 0
+    assert meta["share_identical_text"] is None and meta["share_identical_scoring"] is None
+    assert _count(seeded_warehouse, "determinism_probe") == 0 and _count(seeded_warehouse, "llm_calls") == 0
+    lines = "\n".join(det.section({"determinism_probe": seeded_warehouse.read_table("determinism_probe")}))
+    assert "has not run" in lines and "0.0" not in lines
+
+
+# ---------------------------------------------------------------- domain functions
+
+
+def _generations(n: int) -> pd.DataFrame:
+    return pd.DataFrame({
+        "condition": ["buggy_code", "fixed_code"] * (n // 2), "thinking": "off",
+        "task_id": [f"Python/{i // 2}" for i in range(n)], "problem_idx": [i // 2 for i in range(n)],
+        "request_json": [f'{{"i":{i}}}' for i in range(n)], "response_text": [f"answer {i}" for i in range(n)],
+        "error": [None] * n, "finish_reason": "stop", "cache_key": [f"k{i}" for i in range(n)],
+    })
+
+
+def test_sample_is_seeded_stable_and_skips_failed_answers() -> None:
+    gens = _generations(40)
+    gens.loc[3, "error"], gens.loc[3, "response_text"] = "HTTP 500", None
+    a = det.sample(gens, 10, seed=7)
+    assert len(a) == 10 and "k3" not in set(a["cache_key"])
+    assert a["cache_key"].tolist() == det.sample(gens.sample(frac=1, random_state=1), 10, seed=7)["cache_key"].tolist()
+    assert a["cache_key"].tolist() != det.sample(gens, 10, seed=8)["cache_key"].tolist()
+    assert len(det.sample(gens, 100, seed=7)) == 39
+    assert det.sample(gens.iloc[0:0], 10, seed=7).empty and det.sample(gens, 0, seed=7).empty
+
+
+def _result(text: str, error: str | None = None) -> ChatResult:
+    return ChatResult(request_json="{}", cache_key="k", text=text, reasoning=None, reasoning_present=False,
+                      finish_reason="stop", prompt_tokens=1, completion_tokens=1, latency_s=0.1,
+                      server_url="http://s:1", server_props_sha256=None, model="m", from_cache=False, error=error,
+                      total_slots=1, cache_prompt=False, build_info="b1")
+
+
+def test_shares_identical_text_implies_identical_scoring() -> None:
+    drawn = _generations(4)
+    results = [_result("answer 0"), _result("answer 1, reworded"), _result("answer 2, other tests"),
+               _result("answer 3")]
+    frame = det.scoring_frame(drawn, results)
+    # identical answers are not scored again: their original's scoring is reused
+    assert frame["task_id"].tolist() == ["0/orig", "1/orig", "1/probe", "2/orig", "2/probe", "3/orig"]
+    scored = {
+        "0/orig": [("t.py::a", "misleading")],
+        "1/orig": [("t.py::a", "effective")], "1/probe": [("t.py::a", "effective")],
+        "2/orig": [("t.py::a", "effective")], "2/probe": [("t.py::a", "misleading"), ("t.py::b", "both_pass")],
+        "3/orig": [],
+        "3/probe": [("t.py::x", "both_fail")],  # ignored: same text cannot score differently
+    }
+    df = det.build_rows(drawn, results, scored, seed=1)
+    assert df["identical"].tolist() == [True, False, False, True]
+    assert df["tests_identical"].tolist() == [True, True, False, True]
+    assert df.loc[2, ["original_effective", "probe_misleading", "probe_both_pass", "probe_n_tests"]].tolist() == [1, 1, 1, 2]
+    assert df.loc[3, "probe_n_tests"] == 0
+    s = det.summarize(df)
+    assert (s.n, s.identical, s.tests_identical) == (4, 2, 3)
+    assert s.share_identical == 0.5 and s.share_tests_identical == 0.75
+    part = det.by_partition(df).set_index("condition")
+    assert part.loc["buggy_code"].tolist() == ["off", 2, 1, 1] and part.loc["fixed_code"].tolist() == ["off", 2, 1, 2]
+
+
+def test_failed_probe_requests_are_left_out_of_the_shares() -> None:
+    drawn = _generations(2)
+    df = det.build_rows(drawn, [_result("answer 0"), _result("", error="HTTP 400: no")], {"0/orig": [], "1/orig": []}, 1)
+    s = det.summarize(df)
+    assert (s.drawn, s.n, s.errors, s.share_identical) == (2, 1, 1, 1.0)
+    only_errors = det.build_rows(drawn.iloc[:1], [_result("", error="x")], {"0/orig": []}, 1)
+    assert det.summarize(only_errors).share_identical is None
+    text = "\n".join(det.section({"determinism_probe": only_errors}))
+    assert "got no answer" in text and "0.0" not in text
+
+
+def _probe_rows(rows: list[dict]) -> pd.DataFrame:
+    base = {"thinking": "off", "probe_error": None, "tests_identical": False}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_sensitivity_swaps_the_probed_answers_into_each_comparison() -> None:
+    comparisons = pd.DataFrame([
+        {"comparison_id": 1, "thinking": "off", "role": "primary", "metric": "misleading_rate",
+         "condition_a": "buggy_code", "condition_b": "fixed_code", "rate_a": 0.5, "rate_b": 0.1, "n_tests_a": 10,
+         "n_tests_b": 10, "estimate": 0.4, "ci_low": 0.1, "ci_high": 0.7, "level": 0.9875},
+        {"comparison_id": 3, "thinking": "off", "role": "primary", "metric": "misleading_rate",
+         "condition_a": "model_spec", "condition_b": "signature_only", "rate_a": 0.2, "rate_b": 0.2,
+         "n_tests_a": 5, "n_tests_b": 5, "estimate": 0.0, "ci_low": -0.1, "ci_high": 0.1, "level": 0.9875},
+    ])
+    probe = _probe_rows([
+        # buggy_code: 2 misleading of 2 tests became 0 of 3
+        {"condition": "buggy_code", "original_misleading": 2, "original_n_tests": 2, "probe_misleading": 0,
+         "probe_n_tests": 3},
+        # an errored probe request changes nothing
+        {"condition": "fixed_code", "original_misleading": 1, "original_n_tests": 1, "probe_misleading": None,
+         "probe_n_tests": None, "probe_error": "HTTP 500"},
+    ])
+    sens = det.sensitivity(probe, comparisons).set_index("comparison_id")
+    expected_shift = (3 / 11 - 0.1) - 0.4
+    assert sens.loc[1, "shift"] == pytest.approx(expected_shift)
+    assert sens.loc[1, "estimate_swapped"] == pytest.approx(0.4 + expected_shift)
+    assert (sens.loc[1, "n_probed"], sens.loc[1, "n_changed"]) == (1, 1)
+    assert pd.isna(sens.loc[3, "shift"]) and sens.loc[3, "n_probed"] == 0
+    lines = det.sensitivity_lines(sens.reset_index())
+    assert "not measured" in lines[1] and "shift -22.7" in lines[0] and "[98.75 %: +10.0, +70.0]" in lines[0]
+
+
+def test_report_section_is_registered_and_shows_the_figures() -> None:
+    (section,) = [s for s in report_sections.sections() if s.title == "Run-to-run noise (determinism probe)"]
+    assert "determinism_probe" in section.tables and "determinism_probe" in report_sections.tables()
+    assert "has not run" in "\n".join(section.render({}))
+    drawn = _generations(4)
+    df = det.build_rows(drawn, [_result("answer 0"), _result("x"), _result("answer 2"), _result("answer 3")],
+                        {"0/orig": [], "1/orig": [], "1/probe": [("t", "effective")], "2/orig": [], "3/orig": []}, 1)
+    text = "\n".join(section.render({"determinism_probe": df, "bootstrap_comparisons": pd.DataFrame()}))
+    assert "**3 of 4** (75.0 %)" in text and "(same test ids, same outcomes): **3 of 4**" in text
+    assert "no comparison stored" in text
+
+
+def test_asset_is_in_the_definitions() -> None:
+    from evalmislead_assets.definitions import defs
+
+    assert defs.get_assets_def("determinism_probe").group_names_by_key
+
+
+# ---------------------------------------------------------------- against the real server
+
+
+@pytest.mark.slow
+def test_probe_against_a_real_llama_server(seeded_warehouse, llama_server, monkeypatch) -> None:
+    wh = seeded_warehouse
+    monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "0,2,30")
+    monkeypatch.setenv("EVALMISLEAD_MAX_TOKENS_OFF", "48")
+    monkeypatch.setenv("EVALMISLEAD_PROBE_N", "3")
+    resources = {"warehouse": WarehouseResource(), "llm": LLMResource(urls=llama_server, backoff_s=0.2)}
+    materialize([generation.model_specs, generation.test_generations], selection=[generation.test_generations],
+                partition_key=partition_key("buggy_code", "off"), resources=resources,
+                instance=DagsterInstance.ephemeral())
+    gens = wh.read_table("test_generations")
+    assert len(gens) == 3 and set(gens["total_slots"]) == {2} and set(gens["cache_prompt"]) == {False}
+    assert all(json.loads(b)["cache_prompt"] is False for b in gens["request_json"])
+    cache_before = wh.read_table("llm_cache", order_by="cache_key")
+
+    result = materialize([probe_assets.determinism_probe], resources=resources, instance=DagsterInstance.ephemeral())
+    meta = _meta(result)
+    rows = wh.read_table("determinism_probe")
+    assert len(rows) == 3 and meta["n"] == 3 and meta["errors"] == 0
+    assert set(rows["probe_total_slots"]) == {2} and set(rows["probe_cache_prompt"]) == {False}
+    assert set(rows["original_total_slots"]) == {2}
+    assert rows["probe_text"].notna().all() and rows["identical"].notna().all()
+    assert meta["share_identical_text"] == pytest.approx(rows["identical"].astype(bool).mean(), abs=1e-4)
+    assert 0.0 <= meta["share_identical_text"] <= meta["share_identical_scoring"] <= 1.0
+    calls = wh.read_table("llm_calls")
+    assert (calls["asset"] == "determinism_probe").sum() == 3
+    cache_after = wh.read_table("llm_cache", order_by="cache_key")
+    assert cache_after[["cache_key", "response_json"]].equals(cache_before[["cache_key", "response_json"]])

@@ -1,0 +1,82 @@
+"""An empty model-written spec gets no model_spec test prompt: its answer row says why (issue 10, item 4)."""
+
+import pandas as pd
+import pytest
+from dagster import DagsterInstance, materialize
+
+from evalmislead_assets import analysis as an
+from evalmislead_assets.assets import generation
+from evalmislead_assets.llm import BatchStats, ChatResult, LLMResource
+from evalmislead_assets.partitions import partition_key
+from evalmislead_assets.storage import WarehouseResource
+
+SENT: list = []
+
+
+class RecordingLLM(LLMResource):
+    """Answers every request with one test, records what was sent; no server."""
+
+    def run_batch_with_stats(self, warehouse, requests, log=None, bypass_cache=False):
+        SENT.extend(requests)
+        results = [ChatResult(
+            request_json="{}", cache_key=f"k-{r.task_id}", text="```python\ndef test_a():\n    pass\n```",
+            reasoning=None, reasoning_present=False, finish_reason="stop", prompt_tokens=1, completion_tokens=1,
+            latency_s=0.0, server_url=None, server_props_sha256=None, model="fake", from_cache=False, error=None,
+        ) for r in requests]
+        return results, BatchStats(total=len(requests))
+
+
+def _specs(wh, texts: dict[int, tuple[object, object]]) -> None:
+    wh.replace_rows("model_specs", pd.DataFrame({
+        "thinking": "off", "task_id": [f"Python/{i}" for i in texts], "problem_idx": list(texts),
+        "spec_text": [t for t, _ in texts.values()], "error": [e for _, e in texts.values()],
+    }), where={"thinking": "off"})
+
+
+def _run():
+    return materialize(
+        [generation.model_specs, generation.test_generations], selection=[generation.test_generations],
+        partition_key=partition_key("model_spec", "off"), instance=DagsterInstance.ephemeral(),
+        resources={"warehouse": WarehouseResource(), "llm": RecordingLLM()},
+    )
+
+
+@pytest.fixture(autouse=True)
+def _clear():
+    SENT.clear()
+
+
+def test_empty_spec_sends_no_prompt_and_stores_the_reason(seeded_warehouse, monkeypatch):
+    wh = seeded_warehouse
+    monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "0,2,30")
+    _specs(wh, {0: ("Return x plus one.", None), 2: ("  \n", None), 30: (None, "generation failed: HTTP 500")})
+    res = _run()
+    assert res.success
+    assert [r.task_id for r in SENT] == ["Python/0"]
+    rows = wh.read_table("test_generations").set_index("task_id")
+    assert len(rows) == 3 and pd.isna(rows.loc["Python/0", "error"])
+    assert rows.loc["Python/2", "error"] == "empty model spec"
+    assert rows.loc["Python/30", "error"].startswith("empty model spec (spec error: generation failed: HTTP 500")
+    assert pd.isna(rows.loc["Python/2", "request_json"]) and rows.loc["Python/2", "problem_idx"] == 2
+    meta = res.asset_materializations_for_node("test_generations")[0].metadata
+    assert meta["empty_model_specs"].value == 2
+    # the analysis counts them as answers with zero tests, apart from server errors
+    gens = wh.read_table("test_generations")
+    gt = gens[["condition", "thinking", "task_id", "problem_idx"]].assign(n_tests=0, import_ok=False, source=None)
+    rates = an.condition_rates(pd.DataFrame(), gens, gt, an.load_plan()).iloc[0]
+    assert (rates["n_answers"], rates["n_empty_spec"], rates["n_errors"], rates["n_zero_tests"]) == (3, 2, 0, 3)
+
+
+def test_every_spec_empty_stores_rows_without_any_request(seeded_warehouse, monkeypatch):
+    wh = seeded_warehouse
+    monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "0,2")
+    _specs(wh, {0: ("", None), 2: ("", None)})
+    assert _run().success
+    assert SENT == []
+    assert wh.read_table("test_generations")["error"].tolist() == ["empty model spec"] * 2
+
+
+def test_empty_spec_rule():
+    assert generation.empty_spec_error("", None) == "empty model spec"
+    assert generation.empty_spec_error(None, "cut") == "empty model spec (spec error: cut)"
+    assert generation.empty_spec_error("Return it.", None) is None
