@@ -65,10 +65,8 @@ class Probe:
                 cov.start()
                 cov.stop()
             self.cov = cov
-        except Exception as exc:
+        except BaseException as exc:  # the module process must go on serving tests
             self.error = _why(exc)
-            return
-        _prefill_dispositions(cov)
 
     def start(self) -> None:
         if self.cov is None:
@@ -95,30 +93,6 @@ class Probe:
             return {"arcs": sorted(arcs)}
         except BaseException as exc:  # e.g. an alarm the test left behind: the report must still go out
             return {"error": _why(exc)}
-
-
-def _prefill_dispositions(cov: Any) -> None:
-    """Decide once, here, for every file already loaded, whether it is traced (only solution.py is).
-
-    coverage.py caches that decision per file in its collector, but each test process starts
-    with the module process's cache: without this, every test process would decide afresh for
-    each file of pytest's runtest protocol (a path resolution each, about a third of coverage's
-    cost per test). Uses coverage.py internals, so any surprise just skips it (the decision
-    is the same either way: it depends on the file name and the include pattern only).
-    """
-    import os
-    import sys
-
-    try:
-        cache, decide = cov._collector.should_trace_cache, cov._inorout.should_trace
-        if not isinstance(cache, dict):
-            return
-        names = {getattr(m, "__file__", None) for m in list(sys.modules.values())}
-        for name in names:
-            if isinstance(name, str) and os.path.isabs(name) and name not in cache:
-                cache[name] = decide(name)
-    except Exception:
-        return
 
 
 def _why(exc: BaseException) -> str:

@@ -32,7 +32,8 @@ TABLES = [
     "problems", "problem_validation", "server_props", "llm_calls", "model_specs", "test_generations",
     "generated_tests", "test_outcomes", "condition_rates", "bootstrap_comparisons", "truncation_matched_subset",
     "thinking_comparisons", "spec_labels", "spec_label_agreement", "spec_label_splits", "reasoning_mentions",
-    "reasoning_mention_matches", "reasoning_mention_summary",
+    "reasoning_mention_matches", "reasoning_mention_summary", "determinism_probe", "mutants", "mutation_scores",
+    "test_coverage",
 ]
 FORMATS = ("parquet", "jsonl")
 

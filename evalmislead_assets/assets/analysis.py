@@ -217,7 +217,8 @@ def reasoning_mentions(context: AssetExecutionContext, warehouse: WarehouseResou
 
 @asset(group_name=GROUP, code_version=_VERSION,
        deps=[condition_rates, bootstrap_comparisons, truncation_matched_subset, thinking_comparisons, spec_labels,
-             reasoning_mentions],
+             reasoning_mentions, "determinism_probe", "mutants", "mutation_scores", "test_coverage",
+             "test_outcomes", "generated_tests", "test_generations", "problems", "problem_validation"],
        description="The study report (Markdown, HTML, PNG plots) with every table of the published write-up.")
 def study_report(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     plan = an.load_plan()

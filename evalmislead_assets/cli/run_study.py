@@ -17,10 +17,10 @@ DEMO_PROBLEMS = "0,2,13,30,52"  # a small subset for the embedded toy model; the
 DEMO_MAX_TOKENS_OFF = "384"
 DEMO_MAX_TOKENS_ON = "512"
 
-CHAIN = ["test_generations", "generated_tests", "test_outcomes"]
+CHAIN = ["test_generations", "generated_tests", "test_outcomes", "test_coverage", "mutation_scores"]
 ANALYSIS = [
     "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
-    "spec_labels", "reasoning_mentions", "study_report",
+    "spec_labels", "reasoning_mentions", "determinism_probe", "study_report",
 ]
 
 
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"evalmislead: done {label} in {time.monotonic() - t0:.1f} s (run {result.run_id})", flush=True)
 
     progress = Progress(cfg.db, cfg.problems, conditions, modes)
-    step(["problems", "problem_validation"])
+    step(["problems", "problem_validation", "mutants"])
     for mode in modes:
         step(["model_specs"], mode)
         progress.report(f"specs [{mode}]")
