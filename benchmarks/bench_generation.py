@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from evalmislead_assets import prompts, server
-from evalmislead_assets.llm import ChatClient, ChatRequest
+from evalmislead_assets.llm_client import ChatClient
+from evalmislead_assets.llm_types import ChatRequest
 from evalmislead_assets.problems import load_problems
 from evalmislead_assets.storage import Warehouse
 

@@ -24,7 +24,7 @@ from evalmislead_assets import analysis_base as base
 from evalmislead_assets import schema
 from evalmislead_assets import statistics as st
 from evalmislead_assets.analysis_base import (  # noqa: F401 (re-exported: an.load_plan, an.METRICS, ...)
-    CELLS, KEY, METRICS, SUBSET_CONDITIONS, Plan, answered, cells_present, load_plan, per_problem, plan_path,
+    CELLS, KEY, METRICS, SUBSET_CONDITIONS, Plan, answered, cells_present, load_plan, per_problem,
     problem_counts, universe,
 )
 from evalmislead_assets.analysis_secondary import (  # noqa: F401 (re-exported)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from evalmislead_assets import settings
-from evalmislead_assets.partitions import CONDITION_NAMES, THINKING_MODES
+from evalmislead_assets.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.settings import ConfigError
 
 CELLS = ["misleading", "effective", "both_pass", "both_fail"]
@@ -84,14 +83,8 @@ class Plan:
         return {"n_boot": self.n_boot, "level": self.level, "seed": self.seed, "zero_rate": self.zero_rate}
 
 
-def plan_path() -> Path:
-    """EVALMISLEAD_ANALYSIS_PLAN, else prompts/analysis_plan.json."""
-    raw = os.environ.get("EVALMISLEAD_ANALYSIS_PLAN", "").strip()
-    return Path(raw) if raw else settings.PROMPTS_DIR / "analysis_plan.json"
-
-
 def load_plan(path: Path | None = None) -> Plan:
-    path = Path(path or plan_path())
+    path = Path(path or settings.analysis_plan_path())
     if not path.is_file():
         raise ConfigError(f"analysis plan {path} is missing; restore prompts/analysis_plan.json or fix EVALMISLEAD_ANALYSIS_PLAN")
     raw = path.read_bytes()

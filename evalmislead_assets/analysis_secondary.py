@@ -18,7 +18,8 @@ from evalmislead_assets import schema
 from evalmislead_assets.analysis_base import (
     KEY, Plan, answered, frame, per_problem, problem_counts, rate, sha_col, universe,
 )
-from evalmislead_assets.partitions import THINKING_MODES
+from evalmislead_assets.conditions import THINKING_MODES
+from evalmislead_assets.reasoning import think_text
 from evalmislead_assets.settings import ConfigError
 
 schema.register_table("reasoning_mentions", [
@@ -103,8 +104,6 @@ def spec_label_splits(
 
 # ---------------------------------------------------------------- reasoning mentions
 
-_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S | re.I)
-
 
 @dataclass(frozen=True)
 class Keywords:
@@ -164,7 +163,7 @@ def reasoning_of(reasoning_text: object, response_text: object) -> str:
     if isinstance(reasoning_text, str) and reasoning_text.strip():
         return reasoning_text
     if isinstance(response_text, str):
-        return "\n".join(m.group(1) for m in _THINK.finditer(response_text)).strip()
+        return think_text(response_text)
     return ""
 
 

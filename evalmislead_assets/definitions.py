@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from dagster import Definitions, in_process_executor, load_asset_checks_from_modules, load_assets_from_modules
 
 from evalmislead_assets.assets import analysis as analysis_assets
@@ -14,16 +12,25 @@ from evalmislead_assets.assets import generation as generation_assets
 from evalmislead_assets.assets import mutation as mutation_assets
 from evalmislead_assets.assets import problems as problems_assets
 from evalmislead_assets.jobs import JOBS
-from evalmislead_assets.llm import LLMResource
-from evalmislead_assets.storage import WarehouseResource
+from evalmislead_assets import settings
+from evalmislead_assets.resources import EmbeddedServerResource, LLMResource, WarehouseResource
 
 _MODULES = [problems_assets, generation_assets, execution_assets, analysis_assets, determinism_assets,
             coverage_assets, mutation_assets]
 
+# One embedded llama-server per run, shared by `llm` and `judge_llm`, started only when a
+# request misses the cache and no URL is configured, stopped when the run ends.
+embedded_server = EmbeddedServerResource.configure_at_launch()
+
 defs = Definitions(
     assets=load_assets_from_modules(_MODULES),
     asset_checks=load_asset_checks_from_modules(_MODULES),
-    resources={"warehouse": WarehouseResource(), "llm": LLMResource(), "judge_llm": LLMResource(urls=os.environ.get("EVALMISLEAD_JUDGE_URL", ""))},
+    resources={
+        "warehouse": WarehouseResource(),
+        "embedded_server": embedded_server,
+        "llm": LLMResource(embedded_server=embedded_server),
+        "judge_llm": LLMResource(urls=settings.judge_url(), embedded_server=embedded_server),
+    },
     jobs=JOBS,
     # One process per run: steps share the LLM resource (and the embedded server) and
     # skip a process start each; a cached chain run took 4 s instead of 15.5 s.

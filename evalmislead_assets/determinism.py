@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets.llm import ChatRequest, ChatResult
+from evalmislead_assets.llm_types import ChatRequest, ChatResult
 from evalmislead_assets.schema import TABLES
 
 TABLE = "determinism_probe"
@@ -237,8 +237,11 @@ def sensitivity(probe: pd.DataFrame, comparisons: pd.DataFrame) -> pd.DataFrame:
     for c in comparisons.sort_values(["thinking", "comparison_id"], kind="stable").itertuples(index=False):
         cell = str(c.metric).removesuffix("_rate")
         swapped, n_probed, n_changed = [], 0, 0
+        estimable = _opt(c.estimate) is not None
         for cond, rate, n_tests in ((c.condition_a, c.rate_a, c.n_tests_a), (c.condition_b, c.rate_b, c.n_tests_b)):
-            n_tests = int(n_tests or 0)
+            n_tests = int(_opt(n_tests) or 0)
+            rate = _opt(rate)
+            estimable = estimable and rate is not None and n_tests > 0
             num = round(float(rate or 0.0) * n_tests)
             mine = got[(got["condition"] == cond) & (got["thinking"] == c.thinking)] if len(got) else got
             n_probed += len(mine)
@@ -246,9 +249,10 @@ def sensitivity(probe: pd.DataFrame, comparisons: pd.DataFrame) -> pd.DataFrame:
                 n_changed += int((~mine["tests_identical"].astype(bool)).sum())
                 num += int((mine[f"probe_{cell}"].astype(int) - mine[f"original_{cell}"].astype(int)).sum())
                 n_tests += int((mine["probe_n_tests"].astype(int) - mine["original_n_tests"].astype(int)).sum())
-            swapped.append(num / n_tests if n_tests > 0 else 0.0)
+            swapped.append(num / n_tests if n_tests > 0 else float("nan"))
         shift = None
-        if n_probed:
+        # a comparison that is not estimable (a side with 0 tests) has no shift either: never a 0.0
+        if n_probed and estimable and all(n == n for n in swapped):
             shift = (swapped[0] - swapped[1]) - (float(c.rate_a or 0.0) - float(c.rate_b or 0.0))
         rows.append({
             "comparison_id": c.comparison_id, "thinking": c.thinking, "role": getattr(c, "role", None),

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -38,12 +37,6 @@ TABLES = [
 FORMATS = ("parquet", "jsonl")
 
 
-def export_dir() -> Path:
-    """EVALMISLEAD_EXPORT_DIR, else <data>/export."""
-    raw = os.environ.get("EVALMISLEAD_EXPORT_DIR", "").strip()
-    return Path(raw).expanduser() if raw else settings.project_data_dir() / "export"
-
-
 @dataclass(frozen=True)
 class ExportResult:
     folder: Path
@@ -60,7 +53,6 @@ def export_package(
     report_folder: Path | None = None,
 ) -> ExportResult:
     """Write the package into ``out`` (created; must be empty or absent)."""
-    from evalmislead_assets.spec_labels import review_csv_path
     from evalmislead_assets.storage import Warehouse
 
     if fmt not in FORMATS:
@@ -104,7 +96,7 @@ def export_package(
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(source, encoding="utf-8")
                 n_modules += 1
-    review = review_csv_path()
+    review = settings.review_csv_path()
     if review.is_file():
         (out / "review").mkdir()
         shutil.copy2(review, out / "review" / review.name)

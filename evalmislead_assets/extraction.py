@@ -18,13 +18,13 @@ import textwrap
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from evalmislead_assets.reasoning import strip_think
 from evalmislead_assets.sandbox import MODULE_UNDER_TEST
 
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)[^`]*$")
 _PYTHON_LANGS = {"python", "py", "python3", "py3", "pytest", "python-repl", "pycon", ""}
 _CONTAINER_LANGS = {"markdown", "md", "mdx"}
 _CODE_START = re.compile(r"^(import |from \S+ import |def |async def |class |@|#!|# ?-\*-)")
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 
 @dataclass
@@ -53,10 +53,7 @@ class Extraction:
 
 def strip_reasoning(text: str) -> str:
     """Drop inline <think>...</think> reasoning; an unclosed <think> leaves no answer."""
-    text = _THINK.sub("", text)
-    if "<think>" in text:
-        text = text.split("<think>", 1)[0]
-    return text.replace("</think>", "")
+    return strip_think(text)
 
 
 def code_blocks(text: str) -> list[Block]:

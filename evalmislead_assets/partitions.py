@@ -1,34 +1,10 @@
-"""The condition x thinking partitions and what each condition shows the model."""
+"""The condition x thinking partitions (the conditions themselves: conditions.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from dagster import MultiPartitionKey, MultiPartitionsDefinition, StaticPartitionsDefinition
 
-
-@dataclass(frozen=True)
-class Condition:
-    name: str
-    role: str  # primary | reference
-    shows_code: str | None  # None | "buggy" | "fixed"
-    shows_docstring: bool
-    shows_model_spec: bool
-
-
-CONDITIONS: dict[str, Condition] = {
-    c.name: c
-    for c in [
-        Condition("buggy_code", "primary", "buggy", False, False),
-        Condition("fixed_code", "primary", "fixed", False, False),
-        Condition("model_spec", "primary", None, False, True),
-        Condition("signature_only", "reference", None, False, False),
-        Condition("human_docstring", "reference", None, True, False),
-        Condition("buggy_code_with_docstring", "reference", "buggy", True, False),
-    ]
-}
-CONDITION_NAMES: list[str] = list(CONDITIONS)
-THINKING_MODES: list[str] = ["off", "on"]
+from evalmislead_assets.conditions import CONDITION_NAMES, THINKING_MODES
 
 condition_partitions = StaticPartitionsDefinition(CONDITION_NAMES)
 thinking_partitions = StaticPartitionsDefinition(THINKING_MODES)

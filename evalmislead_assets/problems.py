@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from evalmislead_assets.hashing import sha256_file
+from evalmislead_assets import settings
 from evalmislead_assets.settings import PACKAGE_DIR
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def load_problems(path: Path | None = None, expected_sha256: str | None = DATA_S
             f"dataset file {path} is corrupted or changed (sha256 {digest[:12]}..., expected {expected_sha256[:12]}...); "
             "restore it from the package"
         )
-    if os.environ.get("EVALMISLEAD_DATASET_SOURCE", "local") == "hub":
+    if settings.dataset_source() == "hub":
         return _from_hub()
     import datasets
 
@@ -53,9 +53,7 @@ def load_problems(path: Path | None = None, expected_sha256: str | None = DATA_S
 
 
 def _cache_dir() -> str:
-    from evalmislead_assets.settings import project_data_dir
-
-    d = project_data_dir() / "hf-cache"
+    d = settings.project_data_dir() / "hf-cache"
     d.mkdir(parents=True, exist_ok=True)
     return str(d)
 
@@ -92,8 +90,6 @@ def select(df: pd.DataFrame, subset: list[int] | None) -> pd.DataFrame:
 
 def study_problems(warehouse: Warehouse) -> pd.DataFrame:
     """Problems the study runs on: validated pairs only, restricted to EVALMISLEAD_PROBLEMS."""
-    from evalmislead_assets import settings
-
     df = warehouse.query_df(
         "SELECT p.* FROM problems p JOIN problem_validation v USING (task_id) WHERE v.valid ORDER BY p.problem_idx"
     )

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalmislead_assets.hashing import sha256_text
 from evalmislead_assets import settings
+from evalmislead_assets.conditions import CONDITIONS
+from evalmislead_assets.hashing import sha256_text
 
 TEST_TEMPLATE = "test_generation"
 SPEC_TEMPLATE = "spec"
@@ -45,7 +46,7 @@ class Template:
 
 def load_template(name: str, prompts_dir: Path | None = None) -> Template:
     """prompts/<name>.md (or the file named exactly); the sha256 covers the file's bytes."""
-    folder = Path(prompts_dir or settings.PROMPTS_DIR)
+    folder = Path(prompts_dir or settings.prompts_dir())
     path = folder / name
     if not path.suffix:
         path = path.with_suffix(".md")
@@ -98,26 +99,31 @@ def _as_docstring(text: str, indent: str = "    ") -> str:
     return f'{indent}"""\n{inner}\n{indent}"""\n'
 
 
+_SOLUTION = {"buggy": "buggy_solution", "fixed": "canonical_solution"}
+
+
 def shown_code(problem: Mapping[str, Any], condition: str, spec_text: str | None = None) -> str:
-    """The Python shown to the model for one problem under one condition."""
-    entry = problem["entry_point"]
-    declaration = problem["declaration"]  # helpers + imports + the def line, no entry docstring
-    if condition == "buggy_code":
-        code = remove_docstring(declaration + problem["buggy_solution"], entry)
-    elif condition == "fixed_code":
-        code = remove_docstring(declaration + problem["canonical_solution"], entry)
-    elif condition == "model_spec":
-        if spec_text is None:
-            raise ValueError(f"condition model_spec needs the model-written spec for {problem['task_id']}")
-        code = declaration + _as_docstring(spec_text)
-    elif condition == "signature_only":
-        code = declaration + "    ...\n"
-    elif condition == "human_docstring":
-        code = problem["prompt"]
-    elif condition == "buggy_code_with_docstring":
-        code = problem["prompt"] + problem["buggy_solution"]
-    else:
+    """The Python shown to the model for one problem under one condition (conditions.CONDITIONS)."""
+    shows = CONDITIONS.get(condition)
+    if shows is None:
         raise ValueError(f"unknown condition {condition!r}")
+    # `declaration`: helpers + imports + the def line, no entry docstring; `prompt`: the same with it
+    if shows.shows_docstring:
+        head = problem["prompt"]
+    elif shows.shows_model_spec:
+        if spec_text is None:
+            raise ValueError(f"condition {condition} needs the model-written spec for {problem['task_id']}")
+        head = problem["declaration"] + _as_docstring(spec_text)
+    else:
+        head = problem["declaration"]
+    if shows.shows_code:
+        code = head + problem[_SOLUTION[shows.shows_code]]
+        if not (shows.shows_docstring or shows.shows_model_spec):
+            code = remove_docstring(code, problem["entry_point"])
+    elif shows.shows_docstring or shows.shows_model_spec:
+        code = head  # a docstring is a complete function body
+    else:
+        code = head + "    ...\n"
     return _tidy(code)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ import pandas as pd
 
 from evalmislead_assets import report_method, report_sections, settings
 from evalmislead_assets.analysis import Plan
-from evalmislead_assets.partitions import CONDITION_NAMES, THINKING_MODES
+from evalmislead_assets.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.report_format import (  # noqa: F401 (re-exported for sections and callers)
     NOT_ESTIMABLE, ci, level_label, md_table, missing, pct, points, rate_or_not_estimable, rate_with_ci,
 )
@@ -33,12 +32,6 @@ from evalmislead_assets.report_tables import (  # noqa: F401 (re-exported)
 )
 
 ImageRef = Callable[[str, bytes], str]
-
-
-def report_dir() -> Path:
-    """EVALMISLEAD_REPORT_DIR, else <data>/report."""
-    raw = os.environ.get("EVALMISLEAD_REPORT_DIR", "").strip()
-    return Path(raw).expanduser() if raw else settings.project_data_dir() / "report"
 
 
 @dataclass
@@ -241,7 +234,7 @@ class WrittenReport:
 
 
 def write(report: Report, out_dir: Path | None = None) -> WrittenReport:
-    out = Path(out_dir or report_dir())
+    out = Path(out_dir or settings.report_dir())
     (out / "plots").mkdir(parents=True, exist_ok=True)
     plot_paths = []
     for name, png in report.plots.items():

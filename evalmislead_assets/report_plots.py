@@ -7,7 +7,7 @@ import io
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets.partitions import CONDITION_NAMES, THINKING_MODES
+from evalmislead_assets.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.report_format import level_label
 
 

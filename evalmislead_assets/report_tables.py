@@ -7,8 +7,9 @@ import re
 
 import pandas as pd
 
+from evalmislead_assets import settings
 from evalmislead_assets import spec_labels as sl
-from evalmislead_assets.partitions import CONDITIONS, THINKING_MODES
+from evalmislead_assets.conditions import CONDITIONS, THINKING_MODES
 from evalmislead_assets.report_format import (
     ci, level_label, md_table, missing, pct, points, rate_or_not_estimable, rate_with_ci,
 )
@@ -169,7 +170,7 @@ def spec_section(data) -> list[str]:  # noqa: ANN001
             "agreement": pct(x["agreement"], 0), "Cohen's κ": "–" if missing(x["kappa"]) else f"{x['kappa']:.2f}",
         } for _, x in ag.iterrows()]))]
     else:
-        out += ["", f"_No human labels imported yet: fill in `{sl.review_csv_path()}` and re-materialize `spec_labels`._"]
+        out += ["", f"_No human labels imported yet: fill in `{settings.review_csv_path()}` and re-materialize `spec_labels`._"]
     sp = data.spec_label_splits
     if len(sp):
         by = sp["split_by"].fillna("category") if "split_by" in sp.columns else pd.Series("category", index=sp.index)

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from evalmislead_assets.sandbox import Module, Sandbox
-
-STATUSES = ("passed", "failed", "error", "timeout", "crashed")
+from evalmislead_assets.sandbox import STATUSES, Module, Sandbox
 OUTCOMES = ("misleading", "effective", "both_pass", "both_fail")
 
 

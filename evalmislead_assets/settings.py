@@ -8,7 +8,6 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIR = Path(__file__).resolve().parent
-PROMPTS_DIR = Path(os.environ.get("EVALMISLEAD_PROMPTS_DIR", PROJECT_ROOT / "prompts"))
 
 DEFAULT_MAX_TOKENS = {"off": 4096, "on": 16384}
 
@@ -19,6 +18,73 @@ class ConfigError(ValueError):
 
 def project_data_dir() -> Path:
     return Path(os.environ.get("EVALMISLEAD_HOME", PROJECT_ROOT / "data"))
+
+
+def _path_env(name: str, default: Path) -> Path:
+    raw = os.environ.get(name, "").strip()
+    return Path(raw).expanduser() if raw else default
+
+
+def prompts_dir() -> Path:
+    """EVALMISLEAD_PROMPTS_DIR: prompt templates (default prompts/ in the project)."""
+    return Path(os.environ.get("EVALMISLEAD_PROMPTS_DIR", PROJECT_ROOT / "prompts"))
+
+
+def analysis_plan_path() -> Path:
+    """EVALMISLEAD_ANALYSIS_PLAN, else prompts/analysis_plan.json."""
+    raw = os.environ.get("EVALMISLEAD_ANALYSIS_PLAN", "").strip()
+    return Path(raw) if raw else prompts_dir() / "analysis_plan.json"
+
+
+def report_dir() -> Path:
+    """EVALMISLEAD_REPORT_DIR, else <data>/report."""
+    return _path_env("EVALMISLEAD_REPORT_DIR", project_data_dir() / "report")
+
+
+def review_csv_path() -> Path:
+    """EVALMISLEAD_REVIEW_CSV, else <data>/review/spec_labels_review.csv."""
+    return _path_env("EVALMISLEAD_REVIEW_CSV", project_data_dir() / "review" / "spec_labels_review.csv")
+
+
+def export_dir() -> Path:
+    """EVALMISLEAD_EXPORT_DIR, else <data>/export."""
+    return _path_env("EVALMISLEAD_EXPORT_DIR", project_data_dir() / "export")
+
+
+def dagster_home() -> Path:
+    """DAGSTER_HOME, else dagster_home/ in the project."""
+    return Path(os.environ.get("DAGSTER_HOME") or PROJECT_ROOT / "dagster_home")
+
+
+def use_dagster_home(path: Path) -> None:
+    """Point this process (and the Dagster instance it opens) at ``path``."""
+    os.environ["DAGSTER_HOME"] = str(path)
+
+
+def set_defaults(values: dict[str, str]) -> None:
+    """Set each EVALMISLEAD_* variable that is not set yet (the demo's smaller defaults)."""
+    for name, value in values.items():
+        os.environ.setdefault(name, value)
+
+
+DEFAULT_WEBSERVER_URL = "http://127.0.0.1:3000"
+
+
+def webserver_url() -> str:
+    """EVALMISLEAD_WEBSERVER_URL: the dagster-webserver `evalmislead backfill` talks to."""
+    return os.environ.get("EVALMISLEAD_WEBSERVER_URL", DEFAULT_WEBSERVER_URL)
+
+
+DATASET_SOURCES = ("local", "hub")
+
+
+def dataset_source() -> str:
+    """EVALMISLEAD_DATASET_SOURCE: `local` (the shipped copy, default) or `hub` (bigcode/humanevalpack)."""
+    raw = os.environ.get("EVALMISLEAD_DATASET_SOURCE", "local")
+    if raw not in DATASET_SOURCES:
+        raise ConfigError(f"EVALMISLEAD_DATASET_SOURCE={raw!r} is not one of {', '.join(DATASET_SOURCES)}; "
+                          "unset it or set it to local")
+    return raw
 
 
 def cache_dir() -> Path:
@@ -60,6 +126,24 @@ def _int_env(name: str, default: int, minimum: int = 1) -> int:
 def max_tokens(thinking: str) -> int:
     """Output cap per thinking mode (EVALMISLEAD_MAX_TOKENS_OFF / _ON)."""
     return _int_env(f"EVALMISLEAD_MAX_TOKENS_{thinking.upper()}", DEFAULT_MAX_TOKENS[thinking])
+
+
+def sandbox_workers() -> int | None:
+    """EVALMISLEAD_SANDBOX_WORKERS: parallel test-runner processes (None: the number of CPUs)."""
+    raw = os.environ.get("EVALMISLEAD_SANDBOX_WORKERS", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"EVALMISLEAD_SANDBOX_WORKERS={raw!r} is not a positive whole number; set it to e.g. 2")
+    return int(raw)
+
+
+DEFAULT_JUDGE_MAX_TOKENS = 256
+
+
+def judge_max_tokens() -> int:
+    """EVALMISLEAD_JUDGE_MAX_TOKENS (default 256): the judge's answer is two short lines."""
+    return _int_env("EVALMISLEAD_JUDGE_MAX_TOKENS", DEFAULT_JUDGE_MAX_TOKENS)
 
 
 DEFAULT_PROBE_N = 20
@@ -108,6 +192,11 @@ def llm_urls() -> list[str]:
         if not u.startswith(("http://", "https://")):
             raise ConfigError(f"EVALMISLEAD_LLM_URL has {u!r}; each URL must start with http:// or https://")
     return urls
+
+
+def judge_url() -> str:
+    """EVALMISLEAD_JUDGE_URL: the spec judge's server(s), comma-separated; empty = the `llm` resource's."""
+    return os.environ.get("EVALMISLEAD_JUDGE_URL", "").strip()
 
 
 @dataclass(frozen=True)

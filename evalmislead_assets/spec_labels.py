@@ -29,6 +29,7 @@ from evalmislead_assets.hashing import sha256_text
 from evalmislead_assets import schema, settings
 from evalmislead_assets import statistics as st
 from evalmislead_assets.prompts import Template, load_template
+from evalmislead_assets.reasoning import strip_think
 from evalmislead_assets.settings import ConfigError
 
 JUDGE_TEMPLATE = "spec_judge"
@@ -55,17 +56,6 @@ schema.register_table("spec_label_agreement", [
 ])
 
 
-def review_csv_path() -> Path:
-    """EVALMISLEAD_REVIEW_CSV, else <data>/review/spec_labels_review.csv."""
-    raw = os.environ.get("EVALMISLEAD_REVIEW_CSV", "").strip()
-    return Path(raw).expanduser() if raw else settings.project_data_dir() / "review" / "spec_labels_review.csv"
-
-
-def judge_max_tokens() -> int:
-    """EVALMISLEAD_JUDGE_MAX_TOKENS (default 256): the answer is two short lines."""
-    return settings._int_env("EVALMISLEAD_JUDGE_MAX_TOKENS", 256)
-
-
 def bug_diff(buggy_code: str, fixed_code: str) -> str:
     """Unified diff buggy -> fixed with the whole function as context."""
     a, b = buggy_code.splitlines(), fixed_code.splitlines()
@@ -89,7 +79,6 @@ class JudgeLabels:
     error: str | None
 
 
-_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
 _DECOR = r"[\s*_`>#-]*"
 # the prompt shows the format as "LABEL: <yes|no>"; an answer may keep the angle brackets ("<no>"),
 # an echo of the placeholder itself ("<yes|no>") matches nothing and stays NULL
@@ -102,7 +91,7 @@ def parse_judge_answer(text: str | None) -> JudgeLabels:
     """Exactly one 'LABEL: yes|no' line per label (markdown emphasis, <yes> tolerated); anything else is NULL."""
     if not text or not text.strip():
         return JudgeLabels(None, None, "empty answer")
-    body = _THINK.sub("", text)
+    body = strip_think(text)
     values: dict[str, set[bool]] = {"TRANSCRIBES_BUG": set(), "STATES_CORRECT": set()}
     for m in _LINE.finditer(body):
         values[m.group(1).upper()].add(m.group(2).lower() == "yes")
@@ -118,7 +107,7 @@ def parse_judge_answer(text: str | None) -> JudgeLabels:
 
 
 def _chat_request(**fields: Any) -> Any:
-    from evalmislead_assets.llm import ChatRequest
+    from evalmislead_assets.llm_types import ChatRequest
 
     return ChatRequest(**fields)
 
@@ -129,7 +118,7 @@ def judge_specs(
 ) -> pd.DataFrame:
     """Judge rows (one per spec) through ``judge.run_batch``; specs without text are not sent."""
     template = template or load_template(JUDGE_TEMPLATE)
-    max_tokens = max_tokens or judge_max_tokens()
+    max_tokens = max_tokens or settings.judge_max_tokens()
     probs = problems.set_index("task_id")
     rows: list[dict[str, Any]] = []
     requests, pending = [], []

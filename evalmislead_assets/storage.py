@@ -20,9 +20,6 @@ from typing import Any
 
 import duckdb
 import pandas as pd
-from dagster import ConfigurableResource
-
-from evalmislead_assets import settings
 from evalmislead_assets.schema import TABLES
 
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "database is locked", "lock on file")
@@ -168,11 +165,11 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
 
 
-class WarehouseResource(ConfigurableResource):
-    """The study's DuckDB file (EVALMISLEAD_DB when path is empty)."""
+def __getattr__(name: str) -> Any:
+    # The resource lives in resources/warehouse.py; assets/coverage.py and assets/mutation.py
+    # (owned elsewhere) still import it from here. Lazy, so storage itself imports no Dagster.
+    if name == "WarehouseResource":
+        from evalmislead_assets.resources.warehouse import WarehouseResource
 
-    path: str = ""
-    lock_timeout_s: float = 1800.0
-
-    def get(self) -> Warehouse:
-        return Warehouse(self.path or settings.db_path(), self.lock_timeout_s)
+        return WarehouseResource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

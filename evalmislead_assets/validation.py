@@ -8,7 +8,6 @@ most of the wall time is spent waiting on the few buggy versions that never end.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pandas as pd
+
+from evalmislead_assets.processes import signal_group
 
 ORACLE_TIMEOUT_S = 10.0
 _OK_MARK = "EVALMISLEAD-ORACLE-PASSED"
@@ -47,24 +48,17 @@ def run_oracle(code: str, test: str, entry_point: str, timeout_s: float = ORACLE
         try:
             out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            signal_group(proc)
             proc.communicate()
             return OracleResult(False, f"timeout after {timeout_s:.0f} s", time.monotonic() - start)
         finally:
-            _kill_group(proc)
+            signal_group(proc)
     seconds = time.monotonic() - start
     text_out = out.decode("utf-8", "replace")
     if proc.returncode == 0 and _OK_MARK in text_out:
         return OracleResult(True, "passed", seconds)
     last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
     return OracleResult(False, last[0][:500], seconds)
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def validate(problems: pd.DataFrame, workers: int | None = None) -> pd.DataFrame:

@@ -9,7 +9,9 @@ from typing import Any
 
 import httpx
 
-DEFAULT_URL = "http://127.0.0.1:3000"
+from evalmislead_assets import settings
+
+DEFAULT_URL = settings.DEFAULT_WEBSERVER_URL
 
 # Backfill statuses after which nothing more happens.
 SUCCESS_STATUSES = frozenset({"COMPLETED", "COMPLETED_SUCCESS"})

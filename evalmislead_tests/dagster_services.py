@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalmislead_assets.processes import signal_group
 from evalmislead_assets.webserver_client import WebserverClient, WebserverError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -67,8 +68,7 @@ class DagsterServices:
     def stop(self, grace_s: float = 20.0) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
+                signal_group(proc, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         for proc in self.procs.values():
             try:
@@ -76,8 +76,7 @@ class DagsterServices:
             except subprocess.TimeoutExpired:
                 pass
             # Kill what is left of the group (code servers, run workers) even if the leader exited.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            signal_group(proc, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
 
@@ -215,7 +214,8 @@ def materialize_thinking_mode(
 
     from evalmislead_assets.definitions import defs
     from evalmislead_assets.jobs import CHAIN_ASSETS
-    from evalmislead_assets.partitions import CONDITION_NAMES, partition_key
+    from evalmislead_assets.conditions import CONDITION_NAMES
+    from evalmislead_assets.partitions import partition_key
 
     graph = defs.resolve_asset_graph()
     job = defs.resolve_implicit_global_asset_job_def()

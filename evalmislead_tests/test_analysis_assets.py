@@ -7,8 +7,9 @@ from dagster import materialize
 
 from evalmislead_assets import analysis as an
 from evalmislead_assets.assets import analysis as assets
-from evalmislead_assets.llm import ChatResult, LLMResource
-from evalmislead_assets.storage import Warehouse, WarehouseResource
+from evalmislead_assets.llm_types import ChatResult
+from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.storage import Warehouse
 
 CELLS = ["misleading", "effective", "both_pass", "both_fail"]
 PROBS = {"buggy_code": [0.25, 0.25, 0.4, 0.1], "fixed_code": [0.03, 0.45, 0.45, 0.07],
@@ -178,8 +179,7 @@ def test_whole_analysis_chain_to_the_report(wh):
 DEFS = '''
 from dagster import Definitions
 from evalmislead_assets.assets import analysis
-from evalmislead_assets.llm import LLMResource
-from evalmislead_assets.storage import WarehouseResource
+from evalmislead_assets.resources import LLMResource, WarehouseResource
 
 defs = Definitions(
     assets=[analysis.condition_rates, analysis.bootstrap_comparisons],

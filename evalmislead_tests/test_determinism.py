@@ -12,9 +12,11 @@ from evalmislead_assets import determinism as det
 from evalmislead_assets import report_sections
 from evalmislead_assets.assets import determinism as probe_assets
 from evalmislead_assets.assets import generation
-from evalmislead_assets.llm import ChatRequest, ChatResult, LLMResource, build_body, canonical_json, sha256_text
+from evalmislead_assets.hashing import sha256_text
+from evalmislead_assets.llm_types import ChatRequest, ChatResult, build_body, canonical_json
 from evalmislead_assets.partitions import partition_key
-from evalmislead_assets.storage import Warehouse, WarehouseResource
+from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.storage import Warehouse
 
 
 class ScriptedLLM(LLMResource):
@@ -237,6 +239,24 @@ def test_sensitivity_swaps_the_probed_answers_into_each_comparison() -> None:
     assert pd.isna(sens.loc[3, "shift"]) and sens.loc[3, "n_probed"] == 0
     lines = det.sensitivity_lines(sens.reset_index())
     assert "not measured" in lines[1] and "shift -22.7" in lines[0] and "[98.75 %: +10.0, +70.0]" in lines[0]
+
+
+def test_sensitivity_of_a_comparison_that_is_not_estimable_is_not_measured() -> None:
+    """A side with 0 tests has a NULL rate and estimate: the probe gives no shift, never a 0.0 or a crash."""
+    nan = float("nan")
+    comparisons = pd.DataFrame([
+        {"comparison_id": 1, "thinking": "off", "role": "primary", "metric": "misleading_rate",
+         "condition_a": "buggy_code", "condition_b": "fixed_code", "rate_a": nan, "rate_b": 0.25, "n_tests_a": 0,
+         "n_tests_b": 4, "estimate": nan, "ci_low": nan, "ci_high": nan, "level": 0.9875},
+    ])
+    probe = _probe_rows([
+        {"condition": "buggy_code", "original_misleading": 0, "original_n_tests": 0, "probe_misleading": 1,
+         "probe_n_tests": 2},
+    ])
+    sens = det.sensitivity(probe, comparisons)
+    assert sens["n_probed"].iloc[0] == 1 and pd.isna(sens["shift"].iloc[0])
+    assert pd.isna(sens["estimate_swapped"].iloc[0])
+    assert "not measured" in det.sensitivity_lines(sens)[0]
 
 
 def test_report_section_is_registered_and_shows_the_figures() -> None:

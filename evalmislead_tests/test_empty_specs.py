@@ -6,9 +6,9 @@ from dagster import DagsterInstance, materialize
 
 from evalmislead_assets import analysis as an
 from evalmislead_assets.assets import generation
-from evalmislead_assets.llm import BatchStats, ChatResult, LLMResource
+from evalmislead_assets.llm_types import BatchStats, ChatResult
 from evalmislead_assets.partitions import partition_key
-from evalmislead_assets.storage import WarehouseResource
+from evalmislead_assets.resources import LLMResource, WarehouseResource
 
 SENT: list = []
 

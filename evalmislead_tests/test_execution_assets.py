@@ -8,7 +8,8 @@ from dagster import DagsterInstance, build_asset_check_context, materialize
 
 from evalmislead_assets.assets import execution
 from evalmislead_assets.partitions import partition_key
-from evalmislead_assets.storage import Warehouse, WarehouseResource
+from evalmislead_assets.resources import WarehouseResource
+from evalmislead_assets.storage import Warehouse
 from evalmislead_tests.test_scoring import WORKED_EXAMPLE as WORKED_TESTS
 
 CHECKS = [execution.every_test_in_one_cell, execution.outcomes_for_every_answer, execution.truncation_counts_consistent]

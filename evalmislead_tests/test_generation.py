@@ -18,10 +18,10 @@ from dagster import (
 from evalmislead_assets import prompts
 from evalmislead_assets.assets import generation
 from evalmislead_assets.assets.generation import THINKING_CHECK
-from evalmislead_assets.llm import LLMResource
 from evalmislead_assets.partitions import partition_key
+from evalmislead_assets.resources import LLMResource, WarehouseResource
 from evalmislead_assets.server import EmbeddedServer, smollm2_model
-from evalmislead_assets.storage import Warehouse, WarehouseResource
+from evalmislead_assets.storage import Warehouse
 
 THINK_GRAMMAR = 'root ::= "<think>" [a-z ]{5,30} "</think>" [a-z .]{1,20}'
 QWEN_STYLE_TEMPLATE = Path(__file__).parent / "data" / "qwen3_style_chat_template.jinja"

@@ -4,7 +4,7 @@ import hashlib
 import pytest
 
 from evalmislead_assets import prompts, settings
-from evalmislead_assets.partitions import CONDITION_NAMES
+from evalmislead_assets.conditions import CONDITION_NAMES
 
 SPEC = "Return the list sorted.\n\n>>> f([2, 1])\n[1, 2]"
 
@@ -27,7 +27,7 @@ def records(problems_df):
 def test_templates_are_files_hashed_by_their_bytes() -> None:
     for name in (prompts.TEST_TEMPLATE, prompts.SPEC_TEMPLATE):
         t = prompts.load_template(name)
-        path = settings.PROMPTS_DIR / f"{name}.md"
+        path = settings.prompts_dir() / f"{name}.md"
         assert t.path == path
         assert t.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
         assert t.fields == {"code", "entry_point"}

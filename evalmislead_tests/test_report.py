@@ -139,14 +139,6 @@ def test_test_body(test_id, first_line):
     assert (body.splitlines()[0] if body else None) == first_line
 
 
-def test_report_dir_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("EVALMISLEAD_REPORT_DIR", str(tmp_path / "rep"))
-    assert rp.report_dir() == tmp_path / "rep"
-    monkeypatch.delenv("EVALMISLEAD_REPORT_DIR")
-    monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path))
-    assert rp.report_dir() == tmp_path / "report"
-
-
 def test_rates_and_comparisons_over_zero_tests_are_not_estimable(wh):
     store(wh)
     wh.execute("DELETE FROM test_outcomes WHERE condition = 'buggy_code'")  # generations exist, no outcomes

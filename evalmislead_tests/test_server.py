@@ -87,7 +87,7 @@ def test_missing_binary_is_a_one_line_error(monkeypatch) -> None:
 
 def test_missing_model_is_a_one_line_error(monkeypatch) -> None:
     monkeypatch.setenv("EVALMISLEAD_EMBEDDED_MODEL", "/nonexistent/model.gguf")
-    with pytest.raises(ServerError, match="model file /nonexistent/model.gguf is missing"):
+    with pytest.raises(ServerError, match=r"model file /nonexistent/model.gguf \(EVALMISLEAD_EMBEDDED_MODEL\) is missing"):
         EmbeddedServer().start()
 
 

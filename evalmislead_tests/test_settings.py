@@ -45,3 +45,56 @@ def test_llm_urls_split_and_validated(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_db_path_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("EVALMISLEAD_DB", str(tmp_path / "x.duckdb"))
     assert settings.db_path() == tmp_path / "x.duckdb"
+
+
+def test_report_dir_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("EVALMISLEAD_REPORT_DIR", str(tmp_path / "rep"))
+    assert settings.report_dir() == tmp_path / "rep"
+    monkeypatch.delenv("EVALMISLEAD_REPORT_DIR")
+    monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path))
+    assert settings.report_dir() == tmp_path / "report"
+
+
+def test_review_csv_path_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("EVALMISLEAD_REVIEW_CSV", str(tmp_path / "x.csv"))
+    assert settings.review_csv_path() == tmp_path / "x.csv"
+    monkeypatch.delenv("EVALMISLEAD_REVIEW_CSV")
+    monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path))
+    assert settings.review_csv_path() == tmp_path / "review" / "spec_labels_review.csv"
+
+
+def test_folders_are_read_when_asked(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path))
+    for name in ("EVALMISLEAD_EXPORT_DIR", "EVALMISLEAD_PROMPTS_DIR", "EVALMISLEAD_ANALYSIS_PLAN"):
+        monkeypatch.delenv(name, raising=False)
+    assert settings.export_dir() == tmp_path / "export"
+    assert settings.analysis_plan_path() == settings.PROJECT_ROOT / "prompts" / "analysis_plan.json"
+    monkeypatch.setenv("EVALMISLEAD_PROMPTS_DIR", str(tmp_path / "p"))
+    assert settings.prompts_dir() == tmp_path / "p"  # not frozen at import
+    assert settings.analysis_plan_path() == tmp_path / "p" / "analysis_plan.json"
+    monkeypatch.setenv("EVALMISLEAD_EXPORT_DIR", str(tmp_path / "x"))
+    assert settings.export_dir() == tmp_path / "x"
+
+
+@pytest.mark.parametrize(("name", "read", "bad"), [
+    ("EVALMISLEAD_SANDBOX_WORKERS", settings.sandbox_workers, "0"),
+    ("EVALMISLEAD_SANDBOX_WORKERS", settings.sandbox_workers, "many"),
+    ("EVALMISLEAD_JUDGE_MAX_TOKENS", settings.judge_max_tokens, "x"),
+    ("EVALMISLEAD_DATASET_SOURCE", settings.dataset_source, "web"),
+])
+def test_bad_values_are_one_line_errors(monkeypatch: pytest.MonkeyPatch, name: str, read, bad: str) -> None:
+    monkeypatch.setenv(name, bad)
+    with pytest.raises(ConfigError) as err:
+        read()
+    assert name in str(err.value) and "\n" not in str(err.value)
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("EVALMISLEAD_SANDBOX_WORKERS", "EVALMISLEAD_JUDGE_MAX_TOKENS", "EVALMISLEAD_DATASET_SOURCE",
+                 "EVALMISLEAD_WEBSERVER_URL", "EVALMISLEAD_JUDGE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert settings.sandbox_workers() is None and settings.judge_max_tokens() == 256
+    assert settings.dataset_source() == "local" and settings.webserver_url() == "http://127.0.0.1:3000"
+    assert settings.judge_url() == ""
+    monkeypatch.setenv("EVALMISLEAD_SANDBOX_WORKERS", "3")
+    assert settings.sandbox_workers() == 3

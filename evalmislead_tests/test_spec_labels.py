@@ -210,12 +210,6 @@ def test_category_rule():
     assert sl.category(None, True) is None and sl.category(False, None) is None
 
 
-def test_review_csv_path_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("EVALMISLEAD_REVIEW_CSV", str(tmp_path / "x.csv"))
-    assert sl.review_csv_path() == tmp_path / "x.csv"
-    monkeypatch.delenv("EVALMISLEAD_REVIEW_CSV")
-    monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path))
-    assert sl.review_csv_path() == tmp_path / "review" / "spec_labels_review.csv"
 
 
 def test_a_modes_sample_does_not_depend_on_other_modes():

@@ -13,11 +13,12 @@ import pandas as pd
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
 from evalmislead_assets import analysis as an
+from evalmislead_assets import settings
 from evalmislead_assets import report as rp
 from evalmislead_assets import spec_labels as sl
-from evalmislead_assets.llm import LLMResource
-from evalmislead_assets.partitions import CONDITION_NAMES, THINKING_MODES
-from evalmislead_assets.storage import Warehouse, WarehouseResource
+from evalmislead_assets.conditions import CONDITION_NAMES, THINKING_MODES
+from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.storage import Warehouse
 
 GROUP = "analysis"
 UPSTREAM = ["test_outcomes", "generated_tests", "test_generations"]
@@ -159,7 +160,7 @@ def spec_labels(
         "SELECT thinking, task_id, problem_idx, spec_text, error FROM model_specs ORDER BY thinking, problem_idx")
     problems = wh.query_df("SELECT task_id, problem_idx, entry_point, buggy_code, fixed_code FROM problems")
     judged = sl.judge_specs(specs, problems, judge_llm, wh, log=context.log)
-    path = sl.review_csv_path()
+    path = settings.review_csv_path()
     added = sl.write_review_csv(
         path, sl.review_sample(specs, int(sec.get("review_sample_size", 20)), int(sec.get("review_seed", plan.seed))),
         problems)
@@ -224,7 +225,7 @@ def study_report(context: AssetExecutionContext, warehouse: WarehouseResource) -
     plan = an.load_plan()
     wh = warehouse.get()
     data = rp.load_data(wh)
-    written = rp.write(rp.build(data, plan), rp.report_dir())
+    written = rp.write(rp.build(data, plan), settings.report_dir())
     context.log.info(f"study report written to {written.html_path}")
     return MaterializeResult(metadata={
         "report": MetadataValue.md(written.markdown_ui),

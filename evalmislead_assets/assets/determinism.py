@@ -18,9 +18,9 @@ from evalmislead_assets.assets.execution import (
     build_test_outcomes,
     make_sandbox,
 )
-from evalmislead_assets.llm import LLMResource, LLMUnreachable
+from evalmislead_assets.llm_types import LLMUnreachable
+from evalmislead_assets.resources import LLMResource, WarehouseResource
 from evalmislead_assets.sandbox import TEST_TIMEOUT_S
-from evalmislead_assets.storage import WarehouseResource
 
 _GENERATIONS_SQL = (
     "SELECT condition, thinking, task_id, problem_idx, request_json, response_text, reasoning_text, finish_reason, "

@@ -1,7 +1,6 @@
 """generated_tests and test_outcomes [condition x thinking]: extract, collect and run every generated test."""
 
 import json
-import os
 import time
 from typing import Any, Optional
 
@@ -17,16 +16,15 @@ from dagster import (
     asset_check,
 )
 
-from evalmislead_assets import scoring
+from evalmislead_assets import scoring, settings
 from evalmislead_assets.collection import CollectRequest, collect_modules
 from evalmislead_assets.extraction import defined_names, extract
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 from evalmislead_assets.sandbox import TEST_TIMEOUT_S, Limits, Sandbox
-from evalmislead_assets.settings import ConfigError
-from evalmislead_assets.storage import Warehouse, WarehouseResource
+from evalmislead_assets.resources import WarehouseResource
+from evalmislead_assets.storage import Warehouse
 
 GROUP = "execution"
-WORKERS_ENV = "EVALMISLEAD_SANDBOX_WORKERS"
 
 
 class ExecutionConfig(Config):
@@ -37,12 +35,7 @@ class ExecutionConfig(Config):
 
 
 def make_sandbox(config: ExecutionConfig) -> Sandbox:
-    workers = config.workers
-    raw = os.environ.get(WORKERS_ENV, "").strip()
-    if workers is None and raw:
-        if not raw.isdigit() or int(raw) < 1:
-            raise ConfigError(f"{WORKERS_ENV}={raw!r} is not a positive whole number; set it to e.g. 2")
-        workers = int(raw)
+    workers = config.workers if config.workers is not None else settings.sandbox_workers()
     return Sandbox(Limits(timeout_s=config.timeout_s), workers=workers)
 
 

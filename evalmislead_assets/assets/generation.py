@@ -22,9 +22,10 @@ from dagster import (
 from evalmislead_assets import problems as problem_data
 from evalmislead_assets import prompts, settings
 from evalmislead_assets.assets.problems import problem_validation
-from evalmislead_assets.llm import BatchStats, ChatRequest, ChatResult, LLMResource, LLMUnreachable
+from evalmislead_assets.llm_types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
-from evalmislead_assets.storage import Warehouse, WarehouseResource
+from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.storage import Warehouse
 
 THINKING_CHECK = "thinking_mode_respected"
 _THINKING_CHECK_DOC = (

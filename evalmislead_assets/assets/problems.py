@@ -13,7 +13,7 @@ from dagster import (
 
 from evalmislead_assets import problems as problem_data
 from evalmislead_assets import validation
-from evalmislead_assets.storage import WarehouseResource
+from evalmislead_assets.resources import WarehouseResource
 
 @asset(group_name="problems", description="HumanEvalPack Python: 164 problems with buggy and fixed versions.")
 def problems(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:

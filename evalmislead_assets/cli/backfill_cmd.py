@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import sys
 import time
 from collections import Counter
 from collections.abc import Mapping
 
 from evalmislead_assets.jobs import GENERATION_ASSETS
-from evalmislead_assets.partitions import THINKING_MODES
+from evalmislead_assets.conditions import THINKING_MODES
+from evalmislead_assets import settings
 from evalmislead_assets.settings import ConfigError
-from evalmislead_assets.webserver_client import DEFAULT_URL, BackfillState, WebserverClient, WebserverError
+from evalmislead_assets.webserver_client import BackfillState, WebserverClient, WebserverError
 
 HELP = "backfill every partition of one thinking mode (e.g. --thinking on) through the running Dagster webserver"
 
@@ -28,8 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thinking", required=True, choices=THINKING_MODES, help="the thinking mode to backfill")
     parser.add_argument("--assets", default=",".join(GENERATION_ASSETS),
                         help=f"comma-separated assets partitioned by thinking (default: {','.join(GENERATION_ASSETS)})")
-    parser.add_argument("--url", default=os.environ.get("EVALMISLEAD_WEBSERVER_URL", DEFAULT_URL),
-                        help=f"dagster-webserver URL (default: EVALMISLEAD_WEBSERVER_URL or {DEFAULT_URL})")
+    parser.add_argument("--url", default=settings.webserver_url(),
+                        help=f"dagster-webserver URL (default: EVALMISLEAD_WEBSERVER_URL or {settings.DEFAULT_WEBSERVER_URL})")
     parser.add_argument("--poll", type=float, default=5.0, metavar="S", help="seconds between progress checks")
     parser.add_argument("--timeout", type=float, default=None, metavar="S", help="stop following after S seconds")
     parser.add_argument("--no-wait", action="store_true", help="launch and return without following")

@@ -22,13 +22,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from evalmislead_assets import export
-    from evalmislead_assets.report import report_dir
 
     db = Path(args.db).expanduser() if args.db else settings.db_path()
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(args.out).expanduser() if args.out else export.export_dir() / f"evalmislead-{stamp}"
+    out = Path(args.out).expanduser() if args.out else settings.export_dir() / f"evalmislead-{stamp}"
     result = export.export_package(db, out, fmt=args.format, with_cache=args.with_cache, archive=args.zip,
-                                   report_folder=report_dir())
+                                   report_folder=settings.report_dir())
     m = result.manifest
     tables = ", ".join(f"{k} {v}" for k, v in m["tables"].items())
     print(f"evalmislead: exported {len(m['files'])} files ({tables}; {m['generated_test_modules']} test modules) "

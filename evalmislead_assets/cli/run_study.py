@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import time
@@ -13,9 +12,15 @@ from evalmislead_assets import settings
 
 HELP = "Run the study end to end (problems, generation, execution, analysis, report) as Dagster runs."
 
-DEMO_PROBLEMS = "0,2,13,30,52"  # a small subset for the embedded toy model; the task-30 worked example included
-DEMO_MAX_TOKENS_OFF = "384"
-DEMO_MAX_TOKENS_ON = "512"
+# The demo on the bundled 0.5B coder model, sized to finish in about 10-15 minutes on 2 cores:
+# four short functions (task 30, the protocol's worked example, among them), the three primary
+# conditions, an output cap that holds this model's usual 450-650-token answer, and a 3-answer
+# determinism probe. --conditions all, --full and every EVALMISLEAD_* variable override it.
+DEMO_PROBLEMS = "2,4,13,30"
+DEMO_CONDITIONS = ["buggy_code", "fixed_code", "model_spec"]
+DEMO_MAX_TOKENS_OFF = "768"
+DEMO_MAX_TOKENS_ON = "1024"
+DEMO_PROBE_N = "3"
 
 CHAIN = ["test_generations", "generated_tests", "test_outcomes", "test_coverage", "mutation_scores"]
 ANALYSIS = [
@@ -27,7 +32,8 @@ ANALYSIS = [
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--thinking", choices=["off", "on", "both"], default="off",
                    help="thinking modes to run (default: off, the primary setting)")
-    p.add_argument("--conditions", default="", help="comma-separated conditions (default: all six)")
+    p.add_argument("--conditions", default="",
+                   help="comma-separated conditions, or 'all' (default: the three primary ones; with --full all six)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="Dagster console log level (default INFO; progress lines are INFO)")
     p.add_argument("--full", action="store_true",
@@ -36,30 +42,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def ensure_dagster_home() -> Path:
     """DAGSTER_HOME defaults to dagster_home/ in the project, seeded with the project's dagster.yaml."""
-    home = Path(os.environ.get("DAGSTER_HOME") or settings.PROJECT_ROOT / "dagster_home")
+    home = settings.dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     src = settings.PROJECT_ROOT / "dagster.yaml"
     if src.is_file() and not (home / "dagster.yaml").exists():
         shutil.copy(src, home / "dagster.yaml")
-    os.environ["DAGSTER_HOME"] = str(home)
+    settings.use_dagster_home(home)
     return home
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.full:
-        os.environ.setdefault("EVALMISLEAD_PROBLEMS", DEMO_PROBLEMS)
-        os.environ.setdefault("EVALMISLEAD_MAX_TOKENS_OFF", DEMO_MAX_TOKENS_OFF)
-        os.environ.setdefault("EVALMISLEAD_MAX_TOKENS_ON", DEMO_MAX_TOKENS_ON)
+        settings.set_defaults({
+            "EVALMISLEAD_PROBLEMS": DEMO_PROBLEMS,
+            "EVALMISLEAD_MAX_TOKENS_OFF": DEMO_MAX_TOKENS_OFF,
+            "EVALMISLEAD_MAX_TOKENS_ON": DEMO_MAX_TOKENS_ON,
+            "EVALMISLEAD_PROBE_N": DEMO_PROBE_N,
+        })
     cfg = settings.load()  # validates every setting before anything starts
     home = ensure_dagster_home()
 
     from dagster import AssetKey, DagsterInstance
 
     from evalmislead_assets.definitions import defs
-    from evalmislead_assets.partitions import CONDITION_NAMES, partition_key
+    from evalmislead_assets.conditions import CONDITION_NAMES
+    from evalmislead_assets.partitions import partition_key
 
     modes = ["off", "on"] if args.thinking == "both" else [args.thinking]
-    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()] or CONDITION_NAMES
+    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
+    if conditions in ([], ["all"]):
+        conditions = list(CONDITION_NAMES) if args.full or conditions == ["all"] else list(DEMO_CONDITIONS)
     unknown = [c for c in conditions if c not in CONDITION_NAMES]
     if unknown:
         raise settings.ConfigError(f"unknown condition(s) {unknown}; choose from {', '.join(CONDITION_NAMES)}")
@@ -134,20 +146,25 @@ class Progress:
 
 
 def _first_failure(result: object) -> str:
+    """One line: the failed step and the innermost error (a user error's own message, not Dagster's wrapper)."""
     for event in result.all_events:  # type: ignore[attr-defined]
         if event.is_step_failure or event.event_type_value == "RUN_FAILURE":
             err = getattr(event.event_specific_data, "error", None)
-            if err is not None:
-                return (err.message or "").strip().splitlines()[-1] if err.message else str(err)
-            return event.message or "unknown failure"
+            if err is None:
+                return event.message or "unknown failure"
+            while getattr(err, "cause", None) is not None and "DagsterExecutionStepExecutionError" in (err.cls_name or ""):
+                err = err.cause
+            lines = (err.message or "").strip().splitlines()
+            text = lines[0] if lines else str(err)
+            step = getattr(event, "step_key", None)
+            return f"{step}: {text}" if step else text
     return "unknown failure"
 
 
 def _print_summary(db: Path) -> None:
     from evalmislead_assets.cli.summary import summary_lines
-    from evalmislead_assets.report import report_dir
 
-    print("\n".join(summary_lines(db, [report_dir() / "report.md", report_dir() / "report.html"])), flush=True)
+    print("\n".join(summary_lines(db, [settings.report_dir() / "report.md", settings.report_dir() / "report.html"])), flush=True)
 
 
 if __name__ == "__main__":

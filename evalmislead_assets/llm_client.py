@@ -1,5 +1,5 @@
-"""The `llm` resource: OpenAI-compatible chat completions over httpx, with a response cache,
-one `llm_calls` row per HTTP request, retries, and concurrency across one or more servers.
+"""The engine behind the `llm` resource: OpenAI-compatible chat completions over httpx, with a
+response cache, one `llm_calls` row per HTTP request, retries, and concurrency across servers.
 
 Nothing is generated twice: the cache key is the sha256 of the exact request body, and
 every answer is committed to DuckDB the moment it arrives, so a killed run loses nothing
@@ -20,154 +20,17 @@ from datetime import datetime, timezone
 from typing import Any
 
 import httpx
-from dagster import ConfigurableResource
 
 from evalmislead_assets.hashing import sha256_text
-from evalmislead_assets import settings
+from evalmislead_assets.llm_types import (
+    BatchStats, ChatRequest, ChatResult, LLMUnreachable, canonical_json, request_body, result_from_response,
+    server_settings,
+)
 from evalmislead_assets.storage import Warehouse
 
 _log = logging.getLogger(__name__)
 # /props fields that change on every server start without changing any answer.
 _VOLATILE_PROPS = ("media_marker", "is_sleeping")
-_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
-
-
-@dataclass
-class ChatRequest:
-    asset: str
-    condition: str | None
-    thinking: str
-    task_id: str  # provenance for llm_calls
-    messages: list[dict]
-    max_tokens: int
-    enable_thinking: bool
-    extra: dict = field(default_factory=dict)  # merged into the body (e.g. {"grammar": ...})
-    # A stored request body (canonical JSON) sent verbatim instead of one built from the
-    # fields above; the determinism probe re-sends stored requests this way.
-    raw_body: str | None = None
-
-
-@dataclass
-class ChatResult:
-    request_json: str
-    cache_key: str
-    text: str
-    reasoning: str | None
-    reasoning_present: bool
-    finish_reason: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    latency_s: float | None
-    server_url: str | None
-    server_props_sha256: str | None
-    model: str | None
-    from_cache: bool
-    error: str | None
-    # Server settings that affect determinism (llama.cpp issue #7052, PR #6950): the answering
-    # server's slot count and build (/props), and whether the request allowed the prompt cache.
-    total_slots: int | None = None
-    cache_prompt: bool | None = None
-    build_info: str | None = None
-
-
-@dataclass
-class BatchStats:
-    total: int = 0
-    cache_hits: int = 0
-    requests_sent: int = 0  # HTTP requests, retries included (= llm_calls rows added)
-    answered: int = 0  # fresh answers received
-    errors: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    wall_s: float = 0.0
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.completion_tokens / self.wall_s if self.wall_s > 0 else 0.0
-
-
-class LLMUnreachable(RuntimeError):
-    """No server answered after the retries; the message is one line naming the URL(s)."""
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def build_body(req: ChatRequest, model: str, seed: int) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": req.messages,
-        "temperature": 0,
-        "seed": seed,
-        "max_tokens": req.max_tokens,
-        "chat_template_kwargs": {"enable_thinking": bool(req.enable_thinking)},
-        # The study setting: no prompt reuse. llama-server's prompt cache can change a
-        # temperature-0 answer; it defaults to on, so it is switched off in every body.
-        "cache_prompt": False,
-    }
-    body.update(req.extra)
-    return body
-
-
-def request_body(req: ChatRequest, model: str, seed: int) -> str:
-    """The exact JSON sent (and hashed into the cache key): the stored body if given, else the built one."""
-    return req.raw_body if req.raw_body is not None else canonical_json(build_body(req, model, seed))
-
-
-def server_settings(props: dict[str, Any] | None, request_json: str) -> tuple[int | None, bool | None, str | None]:
-    """(total_slots, cache_prompt, build_info) of one answer.
-
-    ``cache_prompt`` is what the request asked for; a body without the field got
-    llama-server's default, which is on. Slots and build come from the answering server's
-    /props (None when unknown, e.g. a server without these fields).
-    """
-    props = props or {}
-    slots = props.get("total_slots")
-    build = props.get("build_info")
-    try:
-        asked = json.loads(request_json).get("cache_prompt", True)
-    except ValueError:
-        asked = None
-    return (
-        int(slots) if isinstance(slots, (int, float)) and not isinstance(slots, bool) else None,
-        None if asked is None else bool(asked),
-        str(build) if build not in (None, "") else None,
-    )
-
-
-def split_reasoning(message: dict[str, Any]) -> tuple[str, str | None]:
-    """(answer text, reasoning): `reasoning_content` when the server separated it, else inline <think>…</think>."""
-    content = message.get("content") or ""
-    reasoning = message.get("reasoning_content")
-    if reasoning:
-        return content, reasoning
-    start = content.find(_THINK_OPEN)
-    if start == -1 or content[:start].strip():
-        return content, None
-    rest = content[start + len(_THINK_OPEN):]
-    end = rest.find(_THINK_CLOSE)
-    if end == -1:  # cut off while thinking: all of it is reasoning
-        return "", rest
-    return rest[end + len(_THINK_CLOSE):].lstrip("\n"), rest[:end]
-
-
-def result_from_response(
-    request_json: str, key: str, response: dict[str, Any], *, latency_s: float | None, server_url: str | None,
-    props_sha: str | None, from_cache: bool, props: dict[str, Any] | None = None,
-) -> ChatResult:
-    choice = (response.get("choices") or [{}])[0]
-    text, reasoning = split_reasoning(choice.get("message") or {})
-    usage = response.get("usage") or {}
-    slots, cache_prompt, build = server_settings(props, request_json)
-    return ChatResult(
-        request_json=request_json, cache_key=key, text=text, reasoning=reasoning,
-        reasoning_present=bool(reasoning and reasoning.strip()), finish_reason=choice.get("finish_reason"),
-        prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
-        latency_s=latency_s, server_url=server_url, server_props_sha256=props_sha,
-        model=json.loads(request_json).get("model"), from_cache=from_cache, error=None,
-        total_slots=slots, cache_prompt=cache_prompt, build_info=build,
-    )
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -196,7 +59,7 @@ class _Job:
 
 
 class ChatClient:
-    """The engine behind LLMResource; `transport` lets tests swap the network for httpx.MockTransport."""
+    """The engine behind the `llm` resource; `transport` lets tests swap the network for httpx.MockTransport."""
 
     def __init__(
         self,
@@ -515,45 +378,3 @@ class ChatClient:
                 f"{abort_reason[0]}; {stored} of {total} answers are stored and a re-run resumes from them; "
                 "restart the server or fix EVALMISLEAD_LLM_URL"
             )
-
-
-class LLMResource(ConfigurableResource):
-    """OpenAI-compatible llama-server client: cache, retries, concurrency across servers."""
-
-    urls: str = ""  # comma-separated; empty -> EVALMISLEAD_LLM_URL -> else the embedded server
-    max_in_flight: int = 2  # requests at once over all servers (= the servers' slots in total)
-    timeout_s: float = 1800.0  # per request: a 16k-token answer on a busy server takes minutes
-    retries: int = 4
-    seed: int = 1234
-    model: str = ""  # empty: the server's /props model alias (the embedded one's alias)
-    backoff_s: float = 1.0
-
-    def configured_urls(self) -> list[str]:
-        return [u.strip().rstrip("/") for u in self.urls.split(",") if u.strip()] or settings.llm_urls()
-
-    def client(self, transport: httpx.BaseTransport | None = None) -> ChatClient:
-        urls = self.configured_urls()
-        model = self.model
-        if urls:
-            url_source: list[str] | Callable[[], list[str]] = urls
-        else:
-            from evalmislead_assets import server
-
-            model = model or server.default_alias()
-            # Each slot holds a prompt plus the largest configured output cap.
-            ctx = max(server.DEFAULT_CTX_PER_SLOT,
-                      max(settings.max_tokens(t) for t in ("off", "on")) + server.PROMPT_ALLOWANCE)
-            # Started only when a request misses the cache, so a fully cached run needs no server.
-            url_source = lambda: [server.shared_server(parallel=self.max_in_flight, ctx_per_slot=ctx).url]  # noqa: E731
-        return ChatClient(
-            url_source, model=model, max_in_flight=self.max_in_flight, timeout_s=self.timeout_s,
-            retries=self.retries, seed=self.seed, backoff_s=self.backoff_s, transport=transport,
-        )
-
-    def run_batch_with_stats(
-        self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None, bypass_cache: bool = False
-    ) -> tuple[list[ChatResult], BatchStats]:
-        return self.client().run_batch(warehouse, requests, log, bypass_cache=bypass_cache)
-
-    def run_batch(self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None) -> list[ChatResult]:
-        return self.client().run_batch(warehouse, requests, log)[0]
