@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_coverage.py [--problems 0-19] [--workers 2] [--repeat 2]
 
-Corpus: bench_sandbox's (the dataset's check() asserts as one test function each, some also
+Corpus: bench_sandbox's (_corpus.py: the dataset's check() asserts as one test function each, some also
 parametrized and as a class), every test id against the buggy and the fixed version. Runs that
 hit a 2 s limit (an endless buggy version) are left out. Each mode runs --repeat times,
 alternating (off, on, off, on, ...), and the best wall time and the least CPU of each count
@@ -16,23 +16,16 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_sandbox import corpus  # noqa: E402
+from _corpus import children_cpu, corpus, drop_endless, version_runs  # noqa: E402
 
 from evalmislead_assets import coverage_measure as cm  # noqa: E402
 from evalmislead_assets.sandbox import Limits, Module, Sandbox  # noqa: E402
 from evalmislead_assets.settings import parse_problem_list  # noqa: E402
-
-
-def _children_cpu() -> float:
-    """CPU of finished child processes (zygotes, and through them every chain and test process)."""
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def main() -> None:
@@ -42,14 +35,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
     cases = corpus(parse_problem_list(args.problems) or list(range(164)))
-    requests: list[tuple[Module, str]] = []
-    for buggy, fixed, src, ids in cases:
-        for tid in ids:
-            requests += [(Module(buggy, src), tid), (Module(fixed, src), tid)]
-    slow = {r for r, ran in zip(requests, Sandbox(Limits(timeout_s=2.0), workers=args.workers).run(requests))
-            if ran.status == "timeout"}
-    requests = [r for r in requests if r not in slow]
-    print(f"corpus: {len(cases)} test files, {len(requests)} runs (tests x 2 versions, {len(slow)} endless runs "
+    requests, n_slow = drop_endless(version_runs(cases), args.workers)
+    print(f"corpus: {len(cases)} test files, {len(requests)} runs (tests x 2 versions, {n_slow} endless runs "
           f"left out); workers {args.workers}, {os.cpu_count()} CPUs")
 
     sandbox = Sandbox(Limits(timeout_s=10.0), workers=args.workers)
@@ -58,10 +45,10 @@ def main() -> None:
     results = {}
     for _ in range(args.repeat):
         for coverage in (False, True):
-            t, c = time.perf_counter(), _children_cpu()
+            t, c = time.perf_counter(), children_cpu()
             results[coverage] = sandbox.run(requests, coverage=coverage)
             best[coverage] = min(best[coverage], time.perf_counter() - t)
-            cpu[coverage] = min(cpu[coverage], _children_cpu() - c)
+            cpu[coverage] = min(cpu[coverage], children_cpu() - c)
     off, on = results[False], results[True]
     same = [a.status for a in off] == [b.status for b in on]
     measured = sum(cm.payload_arcs(r.coverage) is not None for r in on)

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_mutation.py [--problems 0-5] [--max-mutants 6] [--max-tests 5] [--workers 2]
 
-Corpus: for each HumanEvalPack problem in the range, the test file of bench_sandbox.py (the dataset's own
+Corpus: for each HumanEvalPack problem in the range, the test file of bench_sandbox.py (_corpus.py: the dataset's own
 check() asserts as one test function each, `from solution import f`), cut to --max-tests tests, and up to
 --max-mutants mutants of the fixed function (evalmislead_assets.mutation, seeded sample). Only tests that
 pass on the fixed version take part (the kill rule of mutation_scoring). A "run" is one test against one
@@ -19,21 +19,17 @@ files (the primary conditions) x --tests-per-file tests, at the measured rates o
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sandbox import _children_cpu, corpus, naive_status  # noqa: E402
+from _corpus import children_cpu, corpus, dataset_rows, run_naive  # noqa: E402
 
 from evalmislead_assets import mutation  # noqa: E402
 from evalmislead_assets import mutation_scoring as ms  # noqa: E402
-from evalmislead_assets.problems import DATA_FILE  # noqa: E402
-from evalmislead_assets.sandbox import MODULE_UNDER_TEST, TEST_FILE, Limits, Module, Sandbox  # noqa: E402
+from evalmislead_assets.sandbox import Limits, Module, Sandbox  # noqa: E402
 from evalmislead_assets.settings import parse_problem_list  # noqa: E402
 
 PRIMARY_FILES = 3
@@ -42,7 +38,7 @@ HOUR_S = 3600.0
 
 def build(indices: list[int], max_mutants: int, max_tests: int) -> list[tuple[str, str, list[str], list[tuple[int, str]]]]:
     """(fixed code, test source, test ids, [(mutant_id, mutant code)]) per problem."""
-    rows = [json.loads(line) for line in open(DATA_FILE, encoding="utf-8")]
+    rows = dataset_rows()
     out = []
     for i in indices:
         case = corpus([i])
@@ -97,26 +93,13 @@ def main() -> None:
           f"{os.cpu_count()} CPUs")
 
     sandbox = Sandbox(Limits(timeout_s=args.timeout), workers=args.workers)
-    t, c = time.perf_counter(), _children_cpu()
+    t, c = time.perf_counter(), children_cpu()
     ours = [r.status for r in sandbox.run(requests)]
-    t_ours, c_ours = time.perf_counter() - t, _children_cpu() - c
+    t_ours, c_ours = time.perf_counter() - t, children_cpu() - c
     print(f"sandbox: {len(requests)} runs in {t_ours:.2f} s = {len(requests) / t_ours:.1f} runs/s, "
           f"{1000 * c_ours / len(requests):.1f} ms CPU per run")
 
-    with tempfile.TemporaryDirectory(prefix="bench-mutation-naive-") as root:
-        dirs: dict[Module, str] = {}
-        for m, _ in requests:
-            if m not in dirs:
-                d = os.path.join(root, f"m{len(dirs)}")
-                os.mkdir(d)
-                Path(d, f"{MODULE_UNDER_TEST}.py").write_text(m.solution)
-                Path(d, TEST_FILE).write_text(m.tests)
-                Path(d, "pytest.ini").write_text("[pytest]\naddopts =\n")
-                dirs[m] = d
-        t, c = time.perf_counter(), _children_cpu()
-        with ThreadPoolExecutor(args.workers) as pool:
-            naive = list(pool.map(lambda r: naive_status(dirs[r[0]], r[1], args.timeout, False), requests))
-        t_naive, c_naive = time.perf_counter() - t, _children_cpu() - c
+    naive, t_naive, c_naive = run_naive(requests, args.workers, args.timeout)
     print(f"naive: {len(requests)} runs in {t_naive:.2f} s = {len(requests) / t_naive:.1f} runs/s, "
           f"{1000 * c_naive / len(requests):.1f} ms CPU per run")
     k_ours, k_naive = kills_of(keys, ours), kills_of(keys, naive)
@@ -142,7 +125,7 @@ def main() -> None:
           f"first test; identical kill results: {k_prod == k_ours}")
     assert k_prod == k_ours
 
-    rows = [json.loads(line) for line in open(DATA_FILE, encoding="utf-8")]
+    rows = dataset_rows()
     per_problem = [len(mutation.mutants(r["declaration"] + r["canonical_solution"], r["entry_point"], args.cap,
                                         key=r["task_id"])[0]) for r in rows]
     mean_m = sum(per_problem) / len(per_problem)

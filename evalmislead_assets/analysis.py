@@ -2,7 +2,7 @@
 
 Inputs are DataFrames with the columns of the upstream tables (``test_outcomes``,
 ``test_generations``, ``generated_tests``); outputs are the rows of the analysis tables
-registered below. Nothing here touches DuckDB or Dagster. The plan and the per-problem
+declared in schema.py. Nothing here touches DuckDB or Dagster. The plan and the per-problem
 counts live in analysis_base, the secondary analyses (spec-label splits, reasoning
 mentions) in analysis_secondary; both are re-exported here.
 
@@ -34,44 +34,11 @@ from evalmislead_assets.collection import is_one_version_error
 
 NAN = float("nan")
 
-# ---------------------------------------------------------------- tables
-
-schema.register_table("condition_rates", [
-    ("plan_sha256", "VARCHAR"), ("condition", "VARCHAR"), ("thinking", "VARCHAR"), ("n_problems", "INTEGER"),
-    ("n_answers", "INTEGER"), ("n_errors", "INTEGER"), ("n_tests", "INTEGER"), ("n_misleading", "INTEGER"),
-    ("n_effective", "INTEGER"), ("n_both_pass", "INTEGER"), ("n_both_fail", "INTEGER"),
-    ("misleading_rate", "DOUBLE"), ("effective_rate", "DOUBLE"), ("problems_with_effective", "INTEGER"),
-    ("problems_with_misleading", "INTEGER"), ("n_zero_tests", "INTEGER"), ("n_truncated", "INTEGER"),
-    ("n_truncated_no_tests", "INTEGER"), ("n_unimportable", "INTEGER"), ("n_tests_collected", "INTEGER"),
-    ("misleading_ci_low", "DOUBLE"), ("misleading_ci_high", "DOUBLE"), ("effective_ci_low", "DOUBLE"),
-    ("effective_ci_high", "DOUBLE"), ("level", "DOUBLE"), ("n_boot", "INTEGER"), ("seed", "BIGINT"),
-    # issue 10: files that collected against one version only (zero tests), answers not sent for an empty spec
-    ("n_collect_one_version", "INTEGER"), ("n_empty_spec", "INTEGER"),
-])
-schema.register_table("bootstrap_comparisons", [
-    ("plan_sha256", "VARCHAR"), ("comparison_id", "INTEGER"), ("thinking", "VARCHAR"), ("role", "VARCHAR"),
-    ("metric", "VARCHAR"), ("condition_a", "VARCHAR"), ("condition_b", "VARCHAR"), ("rate_a", "DOUBLE"),
-    ("rate_b", "DOUBLE"), ("estimate", "DOUBLE"), ("ci_low", "DOUBLE"), ("ci_high", "DOUBLE"), ("level", "DOUBLE"),
-    ("n_boot", "INTEGER"), ("seed", "BIGINT"), ("n_problems", "INTEGER"), ("n_tests_a", "INTEGER"),
-    ("n_tests_b", "INTEGER"), ("n_zero_denominator", "INTEGER"), ("excludes_zero", "BOOLEAN"), ("verdict", "VARCHAR"),
-    ("subset", "VARCHAR"),  # issue 10: 'all' answered problems or the 'truncation_matched' subset
-])
-schema.register_table("truncation_matched_subset", [
-    ("plan_sha256", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
-    ("n_tests_buggy_off", "INTEGER"), ("n_tests_fixed_off", "INTEGER"), ("n_tests_buggy_on", "INTEGER"),
-    ("n_tests_fixed_on", "INTEGER"), ("in_subset", "BOOLEAN"),
-])
-schema.register_table("thinking_comparisons", [
-    ("plan_sha256", "VARCHAR"), ("condition", "VARCHAR"), ("metric", "VARCHAR"), ("rate_off", "DOUBLE"),
-    ("rate_on", "DOUBLE"), ("estimate", "DOUBLE"), ("ci_low", "DOUBLE"), ("ci_high", "DOUBLE"), ("level", "DOUBLE"),
-    ("n_boot", "INTEGER"), ("seed", "BIGINT"), ("n_problems", "INTEGER"), ("n_tests_off", "INTEGER"),
-    ("n_tests_on", "INTEGER"), ("n_cell_off", "INTEGER"), ("n_cell_on", "INTEGER"),
-    ("n_zero_denominator", "INTEGER"), ("excludes_zero", "BOOLEAN"),
-])
+# ---------------------------------------------------------------- tables (declared in schema.py)
 
 
 def _columns(table: str) -> list[str]:
-    return [c for c, _ in schema.TABLES[table] if c != "plan_sha256"]
+    return [c for c in schema.column_names(table) if c != "plan_sha256"]
 
 
 # ---------------------------------------------------------------- condition_rates

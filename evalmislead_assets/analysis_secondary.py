@@ -22,30 +22,6 @@ from evalmislead_assets.conditions import THINKING_MODES
 from evalmislead_assets.reasoning import think_text
 from evalmislead_assets.settings import ConfigError
 
-schema.register_table("reasoning_mentions", [
-    ("plan_sha256", "VARCHAR"), ("keywords_sha256", "VARCHAR"), ("condition", "VARCHAR"), ("thinking", "VARCHAR"),
-    ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"), ("has_reasoning", "BOOLEAN"), ("reasoning_chars", "INTEGER"),
-    ("mentions", "BOOLEAN"), ("n_matches", "INTEGER"), ("matched_keywords", "VARCHAR"), ("first_snippet", "VARCHAR"),
-    ("n_tests", "INTEGER"), ("n_misleading", "INTEGER"), ("has_misleading", "BOOLEAN"),
-])
-schema.register_table("reasoning_mention_matches", [
-    ("plan_sha256", "VARCHAR"), ("keywords_sha256", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"),
-    ("keyword", "VARCHAR"), ("match", "VARCHAR"), ("position", "INTEGER"), ("snippet", "VARCHAR"),
-])
-schema.register_table("reasoning_mention_summary", [
-    ("plan_sha256", "VARCHAR"), ("keywords_sha256", "VARCHAR"), ("condition", "VARCHAR"), ("thinking", "VARCHAR"),
-    ("mention_group", "VARCHAR"), ("n_problems", "INTEGER"), ("n_problems_with_misleading", "INTEGER"),
-    ("n_tests", "INTEGER"), ("n_misleading", "INTEGER"), ("misleading_rate", "DOUBLE"),
-])
-schema.register_table("spec_label_splits", [
-    ("plan_sha256", "VARCHAR"), ("thinking", "VARCHAR"), ("condition", "VARCHAR"), ("category", "VARCHAR"),
-    ("n_problems", "INTEGER"), ("n_tests", "INTEGER"), ("n_misleading", "INTEGER"), ("misleading_rate", "DOUBLE"),
-    ("n_effective", "INTEGER"), ("effective_rate", "DOUBLE"),
-    # issue 10: 'category' (the three categories + unlabelled) or 'transcribes_bug' (label (a): category
-    # 'transcribes_bug=yes' / 'transcribes_bug=no' / 'transcribes_bug=unlabelled')
-    ("split_by", "VARCHAR"),
-])
-
 
 # ---------------------------------------------------------------- spec label splits
 
@@ -98,7 +74,7 @@ def spec_label_splits(
                         "effective_rate": rate(g["n_effective"].sum(), g["n_tests"].sum()),
                         "split_by": split_by,
                     })
-    cols = [c for c, _ in schema.TABLES["spec_label_splits"] if c != "plan_sha256"]
+    cols = [c for c in schema.column_names("spec_label_splits") if c != "plan_sha256"]
     return sha_col(pd.DataFrame(rows, columns=cols), plan)
 
 
@@ -218,8 +194,8 @@ def reasoning_mentions(
         })
         for f in found[:max_matches]:
             matches.append({"keywords_sha256": keywords.sha256, "thinking": thinking, "task_id": c["task_id"], **f})
-    ans_cols = [c for c, _ in schema.TABLES["reasoning_mentions"] if c != "plan_sha256"]
-    m_cols = [c for c, _ in schema.TABLES["reasoning_mention_matches"] if c != "plan_sha256"]
+    ans_cols = [c for c in schema.column_names("reasoning_mentions") if c != "plan_sha256"]
+    m_cols = [c for c in schema.column_names("reasoning_mention_matches") if c != "plan_sha256"]
     per_answer = pd.DataFrame(answers, columns=ans_cols)
     summary = []
     with_tests = per_answer[per_answer["n_tests"] > 0]
@@ -233,6 +209,6 @@ def reasoning_mentions(
             "n_tests": int(s["n_tests"].sum()), "n_misleading": int(s["n_misleading"].sum()),
             "misleading_rate": rate(s["n_misleading"].sum(), s["n_tests"].sum()),
         })
-    s_cols = [c for c, _ in schema.TABLES["reasoning_mention_summary"] if c != "plan_sha256"]
+    s_cols = [c for c in schema.column_names("reasoning_mention_summary") if c != "plan_sha256"]
     return (sha_col(per_answer, plan), sha_col(pd.DataFrame(matches, columns=m_cols), plan),
             sha_col(pd.DataFrame(summary, columns=s_cols), plan))

@@ -16,6 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pandas as pd
+
 from evalmislead_assets.sandbox import Collected, Module, Sandbox
 
 
@@ -39,6 +41,18 @@ class CollectRequest:
 
 ONE_VERSION = "collected against the {ok} version only; {bad}: {error}"
 _ONE_VERSION = re.compile(r"^collected against the (buggy|fixed) version only\b")
+
+
+def stored_test_ids(value: object) -> list[str]:
+    """``generated_tests.test_ids`` as stored (a DuckDB ``VARCHAR[]``: a list, a numpy array when read
+    through pandas, NULL) -> a list of str. Text means a DuckDB file from before issue 11 (JSON text)."""
+    if isinstance(value, str):
+        raise ValueError(
+            "generated_tests.test_ids is text in this DuckDB file (written before it became VARCHAR[]): "
+            "run `.venv/bin/python -m evalmislead_assets.schema --migrate DB_FILE` once")
+    if value is None or (not hasattr(value, "__len__") and pd.isna(value)):
+        return []
+    return [str(t) for t in value]  # type: ignore[union-attr]
 
 
 def is_one_version_error(error: object) -> bool:

@@ -13,24 +13,18 @@ from stored rows exactly as the SQL printed in the report recomputes them.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
 
 from evalmislead_assets import coverage_measure as cm
 from evalmislead_assets import schema
+from evalmislead_assets.collection import stored_test_ids
 from evalmislead_assets.sandbox import Module, Sandbox
 
 TABLE = "test_coverage"
 VERSIONS = ("buggy", "fixed")
-COLUMNS = [
-    ("condition", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
-    ("version", "VARCHAR"), ("n_statements", "INTEGER"), ("n_statements_run", "INTEGER"),
-    ("line_coverage", "DOUBLE"), ("n_branches", "INTEGER"), ("n_branches_taken", "INTEGER"),
-    ("branch_coverage", "DOUBLE"), ("n_tests", "INTEGER"), ("n_tests_measured", "INTEGER"),
-]
-schema.register_table(TABLE, COLUMNS)
+COLUMNS = schema.TABLES[TABLE]  # declared in schema.py
 
 BANDS = ("<50 %", "50–99 %", "100 %")  # line coverage of the fixed version: [0, .5), [.5, 1), exactly 1
 
@@ -46,7 +40,7 @@ def build_test_coverage(generated: pd.DataFrame, problems: pd.DataFrame, sandbox
     files: list[tuple[Any, list[str]]] = []
     for g in generated.itertuples(index=False):
         problem = problems.loc[g.task_id]
-        ids = list(json.loads(g.test_ids))
+        ids = stored_test_ids(g.test_ids)
         files.append((g, ids))
         for tid in ids:
             requests += [(Module(problem.buggy_code, g.source), tid), (Module(problem.fixed_code, g.source), tid)]

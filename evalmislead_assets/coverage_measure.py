@@ -9,7 +9,7 @@ Two halves:
   just after, and sends the executed arcs of that one file back with its result.
   ``data_file=None`` keeps the data in memory (the test process runs as an unprivileged
   uid on a read-only filesystem). This half imports only the standard library at module
-  level: the zygote imports this file as a top-level module from the folder of sandbox.py.
+  level: the zygote (sandbox_zygote.py) imports this module when a request asks for coverage.
 - *Host side* (``function_shape``, ``payload_arcs``, ``measure``): what the function under
   test could execute (its statements and branch arcs, from coverage.py's own static
   analysis, ``coverage.parser.PythonParser``), and how much of it a union of executed arcs

@@ -13,7 +13,7 @@ from evalmislead_assets.assets import mutation as mutation_assets
 from evalmislead_assets.assets import problems as problems_assets
 from evalmislead_assets.jobs import JOBS
 from evalmislead_assets import settings
-from evalmislead_assets.resources import EmbeddedServerResource, LLMResource, WarehouseResource
+from evalmislead_assets.resources import EmbeddedServerResource, LLMResource, WarehouseIOManager, WarehouseResource
 
 _MODULES = [problems_assets, generation_assets, execution_assets, analysis_assets, determinism_assets,
             coverage_assets, mutation_assets]
@@ -27,6 +27,8 @@ defs = Definitions(
     asset_checks=load_asset_checks_from_modules(_MODULES),
     resources={
         "warehouse": WarehouseResource(),
+        # asset DataFrames in and out of the same DuckDB file, by partition; loads are read-only
+        "io_manager": WarehouseIOManager(),
         "embedded_server": embedded_server,
         "llm": LLMResource(embedded_server=embedded_server),
         "judge_llm": LLMResource(urls=settings.judge_url(), embedded_server=embedded_server),

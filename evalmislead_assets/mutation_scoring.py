@@ -1,6 +1,6 @@
 """Mutants of the fixed function, the dataset oracle's verdict on each, and the mutation score of a test file.
 
-Tables (registered here):
+Tables (declared in schema.py):
 
 - ``mutants``: one row per mutant of a problem's fixed function (``mutation.py``), with
   ``oracle_killed``: does the dataset's own ``check(...)`` oracle fail on it (run as
@@ -41,33 +41,16 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from evalmislead_assets import mutation, schema
+from evalmislead_assets.collection import stored_test_ids
 from evalmislead_assets.sandbox import Isolation, Module, Ran, Sandbox
 from evalmislead_assets.validation import ORACLE_TIMEOUT_S, run_oracle
 
 MUTANT_TIMEOUT_S = 2.0
 SLOW_FRACTION = 0.25
 
-schema.register_table("mutants", [
-    ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"), ("mutant_id", "INTEGER"), ("operator", "VARCHAR"),
-    ("line", "INTEGER"), ("description", "VARCHAR"), ("diff", "VARCHAR"), ("mutant_code", "VARCHAR"),
-    ("oracle_killed", "BOOLEAN"), ("oracle_detail", "VARCHAR"), ("likely_equivalent", "BOOLEAN"),
-    ("n_candidates", "INTEGER"), ("mutator_version", "VARCHAR"), ("cap", "INTEGER"), ("seed", "BIGINT"),
-])
-schema.register_table("mutation_scores", [
-    ("condition", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
-    ("n_tests", "INTEGER"), ("n_tests_passing_fixed", "INTEGER"), ("n_mutants", "INTEGER"),
-    ("n_likely_equivalent", "INTEGER"), ("n_killed", "INTEGER"), ("n_killed_non_equivalent", "INTEGER"),
-    ("n_killed_likely_equivalent", "INTEGER"), ("mutation_score", "DOUBLE"), ("runs", "INTEGER"),
-    ("mutant_timeout_s", "DOUBLE"), ("mutator_version", "VARCHAR"),
-])
-schema.register_table("mutant_kills", [
-    ("condition", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
-    ("mutant_id", "INTEGER"), ("operator", "VARCHAR"), ("likely_equivalent", "BOOLEAN"), ("killed", "BOOLEAN"),
-    ("killing_test", "VARCHAR"), ("killing_status", "VARCHAR"), ("n_tests_run", "INTEGER"),
-])
-SCORE_COLUMNS = [c for c, _ in schema.TABLES["mutation_scores"]]
-KILL_COLUMNS = [c for c, _ in schema.TABLES["mutant_kills"]]
-MUTANT_COLUMNS = [c for c, _ in schema.TABLES["mutants"]]
+SCORE_COLUMNS = schema.column_names("mutation_scores")
+KILL_COLUMNS = schema.column_names("mutant_kills")
+MUTANT_COLUMNS = schema.column_names("mutants")
 
 
 # ---------------------------------------------------------------- mutants + oracle
@@ -206,17 +189,15 @@ def build_scores(generated: pd.DataFrame, mutants: pd.DataFrame, problems: pd.Da
                  mutant_timeout_s: float = MUTANT_TIMEOUT_S) -> tuple[pd.DataFrame, pd.DataFrame, KillRun]:
     """(mutation_scores rows, mutant_kills rows, the run) for generated_tests rows with n_tests > 0.
 
-    ``generated`` has task_id, problem_idx, source, test_ids (JSON list), n_tests; ``mutants`` the
+    ``generated`` has task_id, problem_idx, source, test_ids (list), n_tests; ``mutants`` the
     columns of the mutants table; ``problems`` is indexed by task_id with fixed_code.
     """
-    import json
-
     generated = generated[generated["n_tests"] > 0].reset_index(drop=True)
     by_task = {t: g.sort_values("mutant_id") for t, g in mutants.groupby("task_id")} if len(mutants) else {}
     files, metas = [], []
     for g in generated.itertuples(index=False):
         muts = by_task.get(g.task_id, mutants.iloc[0:0])
-        files.append(TestFile(g.source, tuple(json.loads(g.test_ids)), problems.loc[g.task_id, "fixed_code"],
+        files.append(TestFile(g.source, tuple(stored_test_ids(g.test_ids)), problems.loc[g.task_id, "fixed_code"],
                               tuple(zip(muts["mutant_id"].astype(int), muts["mutant_code"]))))
         metas.append((g, muts))
     run = run_kills(files, sandbox, mutant_timeout_s)

@@ -91,8 +91,18 @@ def select(df: pd.DataFrame, subset: list[int] | None) -> pd.DataFrame:
 def study_problems(warehouse: Warehouse) -> pd.DataFrame:
     """Problems the study runs on: validated pairs only, restricted to EVALMISLEAD_PROBLEMS."""
     df = warehouse.query_df(
-        "SELECT p.* FROM problems p JOIN problem_validation v USING (task_id) WHERE v.valid ORDER BY p.problem_idx"
+        "SELECT p.* FROM problems p JOIN problem_validation v USING (task_id) WHERE v.valid ORDER BY p.problem_idx",
+        read_only=True,
     )
+    if df.empty:
+        raise RuntimeError("no validated problems stored; materialize problems and problem_validation first")
+    return select(df, settings.problem_subset())
+
+
+def study_problems_from(problems: pd.DataFrame, validation: pd.DataFrame) -> pd.DataFrame:
+    """`study_problems` from the two tables' frames (the assets' inputs) instead of the warehouse."""
+    valid = set(validation.loc[validation["valid"].fillna(False).astype(bool), "task_id"])
+    df = problems[problems["task_id"].isin(valid)].sort_values("problem_idx", kind="stable").reset_index(drop=True)
     if df.empty:
         raise RuntimeError("no validated problems stored; materialize problems and problem_validation first")
     return select(df, settings.problem_subset())

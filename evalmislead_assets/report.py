@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,8 +61,43 @@ TABLES_READ = [
 ]
 
 
-def load_data(warehouse) -> ReportData:  # noqa: ANN001 (storage.Warehouse; avoids an import cycle)
-    frames = {t: warehouse.read_table(t) for t in TABLES_READ}
+class FrameSource:
+    """The tables a report reads, given as DataFrames (the report asset's inputs), queried with the same SQL
+    as a warehouse through an in-memory DuckDB; each table keeps its declared column types."""
+
+    def __init__(self, frames: Mapping[str, pd.DataFrame]) -> None:
+        import duckdb
+
+        from evalmislead_assets.schema import TABLES
+
+        self.tables = dict(frames)
+        self._con = duckdb.connect(":memory:")
+        for name, df in self.tables.items():
+            declared = dict(TABLES.get(name, []))
+            if declared and all(c in declared for c in df.columns):
+                cols = ", ".join(f"{c} {declared[c].replace(' PRIMARY KEY', '')}" for c in df.columns)
+                self._con.execute(f"CREATE TABLE {name} ({cols})")
+                if len(df):
+                    self._con.register("_frame", df)
+                    self._con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM _frame")
+                    self._con.unregister("_frame")
+            else:
+                self._con.register(name, df)
+
+    def table_exists(self, name: str) -> bool:
+        return name in self.tables
+
+    def read_table(self, name: str) -> pd.DataFrame:
+        return self.tables[name].reset_index(drop=True) if name in self.tables else pd.DataFrame()
+
+    def query_df(self, sql: str, params: list | None = None) -> pd.DataFrame:
+        return self._con.execute(sql, params or []).df()
+
+
+def load_data(source) -> ReportData:  # noqa: ANN001 (storage.Warehouse or a mapping of table -> DataFrame)
+    """The report's rows, from a warehouse or from DataFrames keyed by table name (a missing table is empty)."""
+    warehouse = FrameSource(source) if isinstance(source, Mapping) else source
+    frames = {t: warehouse.read_table(t) if warehouse.table_exists(t) else pd.DataFrame() for t in TABLES_READ}
     task = pick_example_task(warehouse)
     ex_out = ex_src = pd.DataFrame()
     problem: dict = {}

@@ -1,7 +1,7 @@
 """OS isolation for the sandbox's zygotes: namespaces, read-only mounts, prctl, through libc.
 
-Split out of sandbox.py. Like it, this module imports only the standard library: the zygote
-runs sandbox.py as a script, which imports this file from its own folder.
+Split out of sandbox.py. Like the other sandbox modules, this one imports only the standard
+library: the zygote (sandbox_zygote.py, started as a script) imports it.
 """
 
 from __future__ import annotations

@@ -40,21 +40,6 @@ REVIEW_COLUMNS = [
     "human_transcribes_bug", "human_states_correct", "human_note",
 ]
 
-schema.register_table("spec_labels", [
-    ("plan_sha256", "VARCHAR"), ("thinking", "VARCHAR"), ("task_id", "VARCHAR"), ("problem_idx", "INTEGER"),
-    ("entry_point", "VARCHAR"), ("spec_sha256", "VARCHAR"), ("judge_model", "VARCHAR"),
-    ("judge_template_sha256", "VARCHAR"), ("judge_prompt_sha256", "VARCHAR"), ("judge_cache_key", "VARCHAR"),
-    ("judge_finish_reason", "VARCHAR"), ("judge_text", "VARCHAR"), ("judge_transcribes_bug", "BOOLEAN"),
-    ("judge_states_correct", "BOOLEAN"), ("judge_error", "VARCHAR"), ("in_review_sample", "BOOLEAN"),
-    ("human_transcribes_bug", "BOOLEAN"), ("human_states_correct", "BOOLEAN"), ("human_note", "VARCHAR"),
-    ("transcribes_bug", "BOOLEAN"), ("states_correct", "BOOLEAN"), ("label_source", "VARCHAR"),
-    ("category", "VARCHAR"),
-])
-schema.register_table("spec_label_agreement", [
-    ("plan_sha256", "VARCHAR"), ("thinking", "VARCHAR"), ("label", "VARCHAR"), ("n_reviewed", "INTEGER"),
-    ("n_agree", "INTEGER"), ("agreement", "DOUBLE"), ("kappa", "DOUBLE"),
-])
-
 
 def bug_diff(buggy_code: str, fixed_code: str) -> str:
     """Unified diff buggy -> fixed with the whole function as context."""
@@ -322,7 +307,7 @@ def combine(judged: pd.DataFrame, human: pd.DataFrame | None) -> tuple[pd.DataFr
         out[lab] = pd.Series(finals[lab], index=out.index, dtype=object)
     out["label_source"] = sources
     out["category"] = cats
-    cols = [c for c, _ in schema.TABLES["spec_labels"] if c != "plan_sha256"]
+    cols = [c for c in schema.column_names("spec_labels") if c != "plan_sha256"]
     return out[cols].reset_index(drop=True), notes
 
 
@@ -344,7 +329,7 @@ def agreement(labels: pd.DataFrame) -> pd.DataFrame:
             kappa = st.cohen_kappa(np.array([str(a) for a, _ in pairs]), np.array([str(b) for _, b in pairs]))
             rows.append({"thinking": thinking, "label": lab, "n_reviewed": n, "n_agree": agree,
                          "agreement": agree / n if n else float("nan"), "kappa": kappa})
-    cols = [c for c, _ in schema.TABLES["spec_label_agreement"] if c != "plan_sha256"]
+    cols = [c for c in schema.column_names("spec_label_agreement") if c != "plan_sha256"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -23,6 +23,9 @@ import pandas as pd
 from evalmislead_assets.schema import TABLES
 
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "database is locked", "lock on file")
+# This process already has the file open with the other read_only setting (DuckDB keeps one
+# database instance per file and process): a writer waits for the short read to close.
+_CONFIG_MARKERS = ("different configuration",)
 
 
 # One DuckDB database per file per process: threads share it, and two threads creating
@@ -37,6 +40,10 @@ class StorageLockTimeout(RuntimeError):
 
 def _is_lock_error(exc: BaseException) -> bool:
     return any(m in str(exc) for m in _LOCK_MARKERS)
+
+
+def _is_config_clash(exc: BaseException) -> bool:
+    return any(m in str(exc) for m in _CONFIG_MARKERS)
 
 
 class Warehouse:
@@ -59,7 +66,12 @@ class Warehouse:
                 con = duckdb.connect(str(self.path), read_only=read_only)
                 break
             except duckdb.Error as exc:
-                if not _is_lock_error(exc):
+                if read_only and _is_config_clash(exc):
+                    # this process holds the file read-write already (and so the lock): reading
+                    # through that database instance waits on nobody
+                    read_only = False
+                    continue
+                if not (_is_lock_error(exc) or _is_config_clash(exc)):
                     raise
                 if time.monotonic() > deadline:
                     raise StorageLockTimeout(
@@ -80,9 +92,38 @@ class Warehouse:
         finally:
             con.close()
 
-    def query_df(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
+    def query_df(self, sql: str, params: list[Any] | None = None, read_only: bool = False) -> pd.DataFrame:
+        """Run one query. ``read_only``: a shared read lock, never the writer's (see ``read_connection``)."""
+        if read_only:
+            with self.read_connection() as con:
+                return con.execute(sql, params or []).df()
         with self.connect() as con:
             return con.execute(sql, params or []).df()
+
+    def ensure_schema(self) -> None:
+        """Create the file and its tables once per process (a short read-write connection)."""
+        if self.path.exists() and _SCHEMA_DONE.get(self.path) == len(TABLES):
+            return
+        with self.connect():
+            pass
+
+    @contextlib.contextmanager
+    def read_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection: never takes the write lock, so it waits only for a writer's short
+        transaction (writers commit row by row), and any number of readers run side by side.
+
+        The schema is made current first (once per process, read-write); a file replaced since, or a
+        table missing, falls back to one read-write connection that recreates the schema.
+        """
+        self.ensure_schema()
+        with self.connect(read_only=True) as con:
+            if _table_exists(con, "test_outcomes"):
+                yield con
+                return
+        self._schema_ready = False
+        _SCHEMA_DONE.pop(self.path, None)
+        with self.connect() as con:
+            yield con
 
     def execute(self, sql: str, params: list[Any] | None = None) -> None:
         with self.connect() as con:
@@ -111,18 +152,46 @@ class Warehouse:
             _insert(con, table, df)
         return len(df)
 
-    def read_table(self, table: str, where: Mapping[str, Any] | None = None, order_by: str | None = None) -> pd.DataFrame:
+    def replace_partitions(self, table: str, df: pd.DataFrame, wheres: list[Mapping[str, Any]] | None) -> int:
+        """Delete the rows of every partition in ``wheres`` (all rows if None) and insert ``df``, in one
+        transaction: an empty ``df`` still clears them."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                for where in (wheres if wheres is not None else [None]):
+                    clause, params = _where(where)
+                    con.execute(f"DELETE FROM {table}{clause}", params)
+                _insert(con, table, df)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        return len(df)
+
+    def read_table(
+        self, table: str, where: Mapping[str, Any] | None = None, order_by: str | None = None,
+        read_only: bool = False, columns: list[str] | None = None,
+    ) -> pd.DataFrame:
         clause, params = _where(where)
         order = f" ORDER BY {order_by}" if order_by else ""
-        with self.connect() as con:
-            return con.execute(f"SELECT * FROM {table}{clause}{order}", params).df()
+        cols = ", ".join(columns) if columns else "*"
+        return self.query_df(f"SELECT {cols} FROM {table}{clause}{order}", params, read_only=read_only)
 
 
 def _where(where: Mapping[str, Any] | None) -> tuple[str, list[Any]]:
     if not where:
         return "", []
-    parts = [f"{k} = ?" for k in where]
-    return " WHERE " + " AND ".join(parts), list(where.values())
+    parts: list[str] = []
+    params: list[Any] = []
+    for k, v in where.items():
+        if isinstance(v, (list, tuple, set, frozenset)):  # any of these values
+            values = sorted(v)
+            parts.append(f"{k} IN ({', '.join('?' * len(values))})" if values else "false")
+            params.extend(values)
+        else:
+            parts.append(f"{k} = ?")
+            params.append(v)
+    return " WHERE " + " AND ".join(parts), params
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame) -> None:

@@ -8,8 +8,9 @@ from dagster import materialize
 from evalmislead_assets import analysis as an
 from evalmislead_assets.assets import analysis as assets
 from evalmislead_assets.llm_types import ChatResult
-from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
 from evalmislead_assets.storage import Warehouse
+from evalmislead_tests.stored import with_stored
 
 CELLS = ["misleading", "effective", "both_pass", "both_fail"]
 PROBS = {"buggy_code": [0.25, 0.25, 0.4, 0.1], "fixed_code": [0.03, 0.45, 0.45, 0.07],
@@ -28,7 +29,7 @@ def store_upstream(wh: Warehouse, modes=("off",), n_problems=30, seed=0) -> None
                 n = 0 if truncated else int(rng.integers(0, 9))
                 gens.append({**key, "finish_reason": "length" if truncated else "stop", "error": None,
                              "response_text": "", "reasoning_text": "This looks like a bug." if i % 3 == 0 else ""})
-                gt.append({**key, "n_tests": n, "import_ok": n > 0, "source": "", "test_ids": "[]"})
+                gt.append({**key, "n_tests": n, "import_ok": n > 0, "source": "", "test_ids": []})
                 outcomes += [{**key, "test_id": f"test_{k}", "outcome": rng.choice(CELLS, p=p),
                               "buggy_status": "passed", "fixed_status": "failed"} for k in range(n)]
             where = {"condition": cond, "thinking": thinking}
@@ -57,10 +58,13 @@ def loop_bootstrap(per_a, per_b, cell, n_boot, level, seed):
     return np.percentile(diffs, [a, 100 - a])
 
 
+def _resources(wh: Warehouse) -> dict:
+    return {"warehouse": WarehouseResource(path=str(wh.path)), "io_manager": WarehouseIOManager(path=str(wh.path))}
+
+
 def test_condition_rates_and_bootstrap_from_stored_rows(wh):
     store_upstream(wh, modes=("off",))
-    res = materialize([assets.condition_rates, assets.bootstrap_comparisons],
-                      resources={"warehouse": WarehouseResource(path=str(wh.path))})
+    res = materialize(with_stored([assets.condition_rates, assets.bootstrap_comparisons]), resources=_resources(wh))
     assert res.success
     plan = an.load_plan()
     rates = wh.read_table("condition_rates")
@@ -117,7 +121,7 @@ def test_condition_rates_asset_counts_only_files_with_code_as_unimportable(wh):
                "WHERE condition = 'buggy_code' AND task_id = 'Python/1'", [one])
     wh.execute("UPDATE generated_tests SET source = 'import x', import_ok = false, n_tests = 0, "
                "error = 'SyntaxError' WHERE condition = 'buggy_code' AND task_id = 'Python/2'")
-    assert materialize([assets.condition_rates], resources={"warehouse": WarehouseResource(path=str(wh.path))}).success
+    assert materialize(with_stored([assets.condition_rates]), resources=_resources(wh)).success
     r = wh.read_table("condition_rates").set_index("condition")
     assert (r.loc["buggy_code", "n_unimportable"], r.loc["buggy_code", "n_collect_one_version"]) == (2, 1)
     assert (r.loc["fixed_code", "n_unimportable"], r.loc["fixed_code", "n_collect_one_version"]) == (0, 0)
@@ -125,10 +129,10 @@ def test_condition_rates_asset_counts_only_files_with_code_as_unimportable(wh):
 
 def test_rematerializing_replaces_rows(wh):
     store_upstream(wh, modes=("off",), n_problems=10)
-    r = WarehouseResource(path=str(wh.path))
-    assert materialize([assets.condition_rates], resources={"warehouse": r}).success
+    r = _resources(wh)
+    assert materialize(with_stored([assets.condition_rates]), resources=r).success
     store_upstream(wh, modes=("off", "on"), n_problems=10, seed=1)
-    assert materialize([assets.condition_rates], resources={"warehouse": r}).success
+    assert materialize(with_stored([assets.condition_rates]), resources=r).success
     rates = wh.read_table("condition_rates")
     assert len(rates) == 6 and not rates.duplicated(["condition", "thinking"]).any()
 
@@ -156,9 +160,9 @@ def test_whole_analysis_chain_to_the_report(wh):
         "spec_text": "Return x minus one.",
     }))
     res = materialize(
-        [assets.condition_rates, assets.bootstrap_comparisons, assets.truncation_matched_subset,
-         assets.thinking_comparisons, assets.spec_labels, assets.reasoning_mentions, assets.study_report],
-        resources={"warehouse": WarehouseResource(path=str(wh.path)), "judge_llm": FakeJudge()},
+        with_stored([assets.condition_rates, assets.bootstrap_comparisons, assets.truncation_matched_subset,
+         assets.thinking_comparisons, assets.spec_labels, assets.reasoning_mentions, assets.study_report]),
+        resources={**_resources(wh), "judge_llm": FakeJudge()},
     )
     assert res.success
     labels = wh.read_table("spec_labels")
@@ -179,11 +183,12 @@ def test_whole_analysis_chain_to_the_report(wh):
 DEFS = '''
 from dagster import Definitions
 from evalmislead_assets.assets import analysis
-from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_tests.stored import with_stored
 
 defs = Definitions(
-    assets=[analysis.condition_rates, analysis.bootstrap_comparisons],
-    resources={"warehouse": WarehouseResource(), "judge_llm": LLMResource()},
+    assets=with_stored([analysis.condition_rates, analysis.bootstrap_comparisons]),
+    resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(), "judge_llm": LLMResource()},
 )
 '''
 

@@ -3,7 +3,6 @@ version, banded, and reported with SQL that recomputes every number."""
 
 from __future__ import annotations
 
-import json
 import math
 import re
 
@@ -15,6 +14,7 @@ from evalmislead_assets import coverage_analysis as ca
 from evalmislead_assets import coverage_measure as cm
 from evalmislead_assets import coverage_report
 from evalmislead_assets.sandbox import Limits, Module, Sandbox
+from evalmislead_tests.stored import with_stored
 
 # statements: the `if` (2) and both returns (3, 5); `else:` is not a statement; branches: 2->3, 2->5
 BUGGY = "def sign(x):\n    if x > 0:\n        return 'positive'\n    else:\n        return 'non-positive'\n"
@@ -40,7 +40,7 @@ EXPECTED = {
 
 
 def _generated() -> pd.DataFrame:
-    return pd.DataFrame([{"task_id": name, "problem_idx": i, "source": src, "test_ids": json.dumps(ids),
+    return pd.DataFrame([{"task_id": name, "problem_idx": i, "source": src, "test_ids": list(ids),
                           "n_tests": len(ids)} for i, (name, (src, ids)) in enumerate(FILES.items())])
 
 
@@ -214,20 +214,21 @@ def test_asset_materializes_one_partition(seeded_warehouse) -> None:  # noqa: AN
 
     from evalmislead_assets.assets import coverage as coverage_assets
     from evalmislead_assets.partitions import partition_key
-    from evalmislead_assets.storage import WarehouseResource
+    from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
     from evalmislead_tests.test_scoring import WORKED_EXAMPLE
 
     wh = seeded_warehouse
     ids = re.findall(r"^def (test_\w+)", WORKED_EXAMPLE, flags=re.M)
     generated = pd.DataFrame([
         {"task_id": "Python/30", "problem_idx": 30, "source": WORKED_EXAMPLE, "extraction": "fence:python",
-         "import_ok": True, "n_tests": len(ids), "test_ids": json.dumps(ids), "error": None, "finish_reason": "stop"},
+         "import_ok": True, "n_tests": len(ids), "test_ids": list(ids), "error": None, "finish_reason": "stop"},
         {"task_id": "Python/0", "problem_idx": 0, "source": None, "extraction": "none", "import_ok": False,
-         "n_tests": 0, "test_ids": "[]", "error": "no code found in the answer", "finish_reason": "stop"},
+         "n_tests": 0, "test_ids": [], "error": "no code found in the answer", "finish_reason": "stop"},
     ]).assign(condition="buggy_code", thinking="off")
     wh.replace_rows("generated_tests", generated)
-    result = materialize([coverage_assets.test_coverage], partition_key=partition_key("buggy_code", "off"),
-                         resources={"warehouse": WarehouseResource()}, instance=DagsterInstance.ephemeral())
+    result = materialize(with_stored([coverage_assets.test_coverage]), partition_key=partition_key("buggy_code", "off"),
+                         resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()},
+                         instance=DagsterInstance.ephemeral())
     assert result.success
     rows = wh.read_table("test_coverage").set_index("version")
     assert sorted(rows.index) == ["buggy", "fixed"] and set(rows["task_id"]) == {"Python/30"}

@@ -15,8 +15,9 @@ from evalmislead_assets.assets import generation
 from evalmislead_assets.hashing import sha256_text
 from evalmislead_assets.llm_types import ChatRequest, ChatResult, build_body, canonical_json
 from evalmislead_assets.partitions import partition_key
-from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
 from evalmislead_assets.storage import Warehouse
+from evalmislead_tests.stored import with_stored
 
 
 class ScriptedLLM(LLMResource):
@@ -83,7 +84,8 @@ def _store(wh: Warehouse, rows: list[tuple[str, str, str, str | None]]) -> pd.Da
 
 def _probe(llm: LLMResource, n: int = 10):  # noqa: ANN202
     return materialize(
-        [probe_assets.determinism_probe], resources={"warehouse": WarehouseResource(), "llm": llm},
+        with_stored([probe_assets.determinism_probe]),
+        resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(), "llm": llm},
         instance=DagsterInstance.ephemeral(), run_config={"ops": {"determinism_probe": {"config": {"n": n}}}},
     )
 
@@ -286,8 +288,9 @@ def test_probe_against_a_real_llama_server(seeded_warehouse, llama_server, monke
     monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "0,2,30")
     monkeypatch.setenv("EVALMISLEAD_MAX_TOKENS_OFF", "48")
     monkeypatch.setenv("EVALMISLEAD_PROBE_N", "3")
-    resources = {"warehouse": WarehouseResource(), "llm": LLMResource(urls=llama_server, backoff_s=0.2)}
-    materialize([generation.model_specs, generation.test_generations], selection=[generation.test_generations],
+    resources = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                 "llm": LLMResource(urls=llama_server, backoff_s=0.2)}
+    materialize(with_stored([generation.model_specs, generation.test_generations]), selection=[generation.test_generations],
                 partition_key=partition_key("buggy_code", "off"), resources=resources,
                 instance=DagsterInstance.ephemeral())
     gens = wh.read_table("test_generations")
@@ -295,7 +298,7 @@ def test_probe_against_a_real_llama_server(seeded_warehouse, llama_server, monke
     assert all(json.loads(b)["cache_prompt"] is False for b in gens["request_json"])
     cache_before = wh.read_table("llm_cache", order_by="cache_key")
 
-    result = materialize([probe_assets.determinism_probe], resources=resources, instance=DagsterInstance.ephemeral())
+    result = materialize(with_stored([probe_assets.determinism_probe]), resources=resources, instance=DagsterInstance.ephemeral())
     meta = _meta(result)
     rows = wh.read_table("determinism_probe")
     assert len(rows) == 3 and meta["n"] == 3 and meta["errors"] == 0

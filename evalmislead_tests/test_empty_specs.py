@@ -8,7 +8,8 @@ from evalmislead_assets import analysis as an
 from evalmislead_assets.assets import generation
 from evalmislead_assets.llm_types import BatchStats, ChatResult
 from evalmislead_assets.partitions import partition_key
-from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_tests.stored import with_stored
 
 SENT: list = []
 
@@ -35,9 +36,9 @@ def _specs(wh, texts: dict[int, tuple[object, object]]) -> None:
 
 def _run():
     return materialize(
-        [generation.model_specs, generation.test_generations], selection=[generation.test_generations],
+        with_stored([generation.model_specs, generation.test_generations]), selection=[generation.test_generations],
         partition_key=partition_key("model_spec", "off"), instance=DagsterInstance.ephemeral(),
-        resources={"warehouse": WarehouseResource(), "llm": RecordingLLM()},
+        resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(), "llm": RecordingLLM()},
     )
 
 

@@ -1,6 +1,6 @@
 """generated_tests and test_outcomes through Dagster on a seeded DuckDB file, with their asset checks."""
 
-import json
+import os
 
 import pandas as pd
 import pytest
@@ -8,7 +8,7 @@ from dagster import DagsterInstance, build_asset_check_context, materialize
 
 from evalmislead_assets.assets import execution
 from evalmislead_assets.partitions import partition_key
-from evalmislead_assets.resources import WarehouseResource
+from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
 from evalmislead_assets.storage import Warehouse
 from evalmislead_tests.test_scoring import WORKED_EXAMPLE as WORKED_TESTS
 
@@ -24,6 +24,7 @@ WORKED_EXAMPLE = (
 
 PARAMETRIZED = '''```python
 import pytest
+from evalmislead_tests.stored import with_stored
 from my_solution_module import below_zero
 
 
@@ -69,8 +70,9 @@ def _seed(wh: Warehouse, condition: str = "buggy_code", thinking: str = "off") -
 
 def _materialize(key, selection=None, raise_on_error: bool = True):
     return materialize(
-        [execution.generated_tests, execution.test_outcomes, *CHECKS],
-        selection=selection, partition_key=key, resources={"warehouse": WarehouseResource()},
+        with_stored([execution.generated_tests, execution.test_outcomes, *CHECKS]),
+        selection=selection, partition_key=key,
+        resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()},
         instance=DagsterInstance.ephemeral(), raise_on_error=raise_on_error,
     )
 
@@ -90,7 +92,7 @@ def test_partition_extracts_collects_runs_and_checks_pass(seeded_warehouse: Ware
     assert len(gt) == 5 and set(gt["condition"]) == {"buggy_code"} and set(gt["thinking"]) == {"off"}
     assert gt.loc["Python/30", "n_tests"] == 7 and gt.loc["Python/30", "extraction"] == "fence:markdown>python"
     assert gt.loc["Python/3", "n_tests"] == 4
-    assert json.loads(gt.loc["Python/3", "test_ids"]) == [
+    assert list(gt.loc["Python/3", "test_ids"]) == [
         "test_cases[ops0-False]", "test_cases[ops1-True]", "test_cases[ops2-True]", "TestBelowZero::test_stays_positive"]
     assert "import:my_solution_module->solution" in gt.loc["Python/3", "extraction"]
     assert gt.loc["Python/0", "n_tests"] == 0 and not gt.loc["Python/0", "import_ok"]
@@ -111,7 +113,10 @@ def test_partition_extracts_collects_runs_and_checks_pass(seeded_warehouse: Ware
     assert all(_checks(result).values()) and len(_checks(result)) == 3
 
     meta = {k: v.value for k, v in result.asset_materializations_for_node("test_outcomes")[0].metadata.items()}
-    assert meta["tests"] == 11 and meta["misleading"] == 7 and meta["sandbox"].startswith("full")
+    assert meta["tests"] == 11 and meta["misleading"] == 7
+    # root: full OS isolation; without root the sandbox runs degraded (limits only) and the metadata says so,
+    # while every status above is the same (test_sandbox skips only the corpus that asserts the isolation)
+    assert meta["sandbox"].startswith("full" if os.geteuid() == 0 else "without")
 
     # a re-materialization replaces exactly this partition's rows and leaves the others alone
     other = out.head(3).assign(condition="fixed_code")
@@ -129,7 +134,7 @@ def test_checks_fail_on_missing_or_wrong_rows(seeded_warehouse: Warehouse) -> No
     _seed(wh)
     gt = pd.DataFrame([
         {"task_id": t, "problem_idx": i, "source": "x", "extraction": "fence:python", "import_ok": True,
-         "n_tests": n, "test_ids": json.dumps([f"test_{k}" for k in range(n)]), "error": None, "finish_reason": f}
+         "n_tests": n, "test_ids": [f"test_{k}" for k in range(n)], "error": None, "finish_reason": f}
         for t, i, n, f in [("Python/30", 30, 2, "stop"), ("Python/3", 3, 1, "stop"), ("Python/0", 0, 0, "stop"),
                            ("Python/1", 1, 0, "length"), ("Python/2", 2, 0, None)]
     ]).assign(**key)

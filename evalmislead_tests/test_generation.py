@@ -19,18 +19,21 @@ from evalmislead_assets import prompts
 from evalmislead_assets.assets import generation
 from evalmislead_assets.assets.generation import THINKING_CHECK
 from evalmislead_assets.partitions import partition_key
-from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
 from evalmislead_assets.server import EmbeddedServer, smollm2_model
 from evalmislead_assets.storage import Warehouse
+from evalmislead_tests.stored import with_stored
 
 THINK_GRAMMAR = 'root ::= "<think>" [a-z ]{5,30} "</think>" [a-z .]{1,20}'
 QWEN_STYLE_TEMPLATE = Path(__file__).parent / "data" / "qwen3_style_chat_template.jinja"
 
 
 def _run(url: str, asset, key, config: dict | None = None, retries: int = 4, raise_on_error: bool = True):
-    resources = {"warehouse": WarehouseResource(), "llm": LLMResource(urls=url, retries=retries, backoff_s=0.2)}
+    resources = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                 "llm": LLMResource(urls=url, retries=retries, backoff_s=0.2)}
     return materialize(
-        [generation.model_specs, generation.test_generations], selection=[asset], partition_key=key, resources=resources,
+        with_stored([generation.model_specs, generation.test_generations]), selection=[asset], partition_key=key,
+        resources=resources,
         instance=DagsterInstance.ephemeral(), raise_on_error=raise_on_error,
         run_config={"ops": {asset.op.name: {"config": config or {}}}},
     )
@@ -230,10 +233,10 @@ def test_every_answer_records_the_servers_determinism_settings(seeded_warehouse,
 
     wh = seeded_warehouse
     monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30,0")
-    resources = {"warehouse": WarehouseResource(),
+    resources = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
                  "llm": ScriptedLLM(urls="http://fake:1", total_slots=4, build_info="b7000-abc")}
     for asset, key in ((generation.model_specs, "off"), (generation.test_generations, partition_key("buggy_code", "off"))):
-        materialize([generation.model_specs, generation.test_generations], selection=[asset], partition_key=key,
+        materialize(with_stored([generation.model_specs, generation.test_generations]), selection=[asset], partition_key=key,
                     resources=resources, instance=DagsterInstance.ephemeral())
     for table in ("model_specs", "test_generations"):
         rows = wh.read_table(table)

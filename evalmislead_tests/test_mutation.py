@@ -11,6 +11,7 @@ from evalmislead_assets.problems import DATA_FILE
 from evalmislead_assets.report_sections import sections
 from evalmislead_assets.sandbox import Sandbox
 from evalmislead_assets.storage import Warehouse
+from evalmislead_tests.stored import with_stored
 
 GET_POSITIVE = "def get_positive(l: list):\n    return [e for e in l if e > 0]\n"
 BODY_LINE = lambda code: code.splitlines()[1].strip()  # noqa: E731
@@ -167,8 +168,8 @@ MUTANTS = [
 def test_kill_rule_scores_and_null_with_the_real_sandbox(tmp_path):
     gen = pd.DataFrame({
         "task_id": ["Python/30"] * 4, "problem_idx": [30] * 4, "source": [STRONG, WEAK, ONLY_FAILING, ""],
-        "test_ids": [json.dumps(["test_mixed", "test_empty", "test_asserts_the_bug"]),
-                     json.dumps(["test_empty", "test_asserts_the_bug"]), json.dumps(["test_asserts_the_bug"]), "[]"],
+        "test_ids": [["test_mixed", "test_empty", "test_asserts_the_bug"],
+                     ["test_empty", "test_asserts_the_bug"], ["test_asserts_the_bug"], []],
         "n_tests": [3, 2, 1, 0],
     })
     muts = pd.DataFrame([{"task_id": "Python/30", "mutant_id": i, "operator": "x", "mutant_code": c,
@@ -258,25 +259,25 @@ def test_assets_materialize_mutants_and_a_partition(seeded_warehouse, monkeypatc
 
     from evalmislead_assets.assets import mutation as assets
     from evalmislead_assets.partitions import partition_key
-    from evalmislead_assets.storage import WarehouseResource
+    from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
 
     monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30")
     wh = seeded_warehouse
-    res = {"warehouse": WarehouseResource()}
-    assert materialize([assets.mutants], resources=res, instance=DagsterInstance.ephemeral()).success
+    res = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()}
+    assert materialize(with_stored([assets.mutants]), resources=res, instance=DagsterInstance.ephemeral()).success
     muts = wh.read_table("mutants", order_by="mutant_id")
     assert set(muts["task_id"]) == {"Python/30"} and len(muts) == 6 and muts["oracle_killed"].all()
-    again = materialize([assets.mutants], resources=res, instance=DagsterInstance.ephemeral())
+    again = materialize(with_stored([assets.mutants]), resources=res, instance=DagsterInstance.ephemeral())
     assert again.success and wh.read_table("mutants", order_by="mutant_id").equals(muts)  # deterministic
 
     gen = pd.DataFrame({
         "condition": "buggy_code", "thinking": "off", "task_id": ["Python/30", "Python/30"], "problem_idx": [30, 30],
         "source": [STRONG, None], "extraction": "none", "import_ok": [True, False], "n_tests": [3, 0],
-        "test_ids": [json.dumps(["test_mixed", "test_empty", "test_asserts_the_bug"]), "[]"], "error": None,
+        "test_ids": [["test_mixed", "test_empty", "test_asserts_the_bug"], []], "error": None,
         "finish_reason": "stop",
     })
     wh.replace_rows("generated_tests", gen)
-    result = materialize([assets.mutation_scores, assets.mutation_scores_consistent], resources=res,
+    result = materialize(with_stored([assets.mutation_scores, assets.mutation_scores_consistent]), resources=res,
                          partition_key=partition_key("buggy_code", "off"), instance=DagsterInstance.ephemeral())
     assert result.success
     assert all(e.passed for e in result.get_asset_check_evaluations())

@@ -186,7 +186,8 @@ def test_baseline_statuses(baseline: dict[str, str]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.geteuid() != 0, reason="the full hostile corpus needs the root-only isolation")
+@pytest.mark.skipif(os.geteuid() != 0, reason="asserts the OS isolation (namespaces, read-only mounts, own uid), "
+                    "which needs root; without it the sandbox runs degraded, with the limits only")
 def test_hostile_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, baseline: dict[str, str]) -> None:
     monkeypatch.setenv("EVALMISLEAD_SECRET_CANARY", "do-not-leak")
     db = tmp_path / "study.duckdb"
@@ -318,3 +319,20 @@ def test_memory():
         "no-network namespace", "read-only filesystem", "PID namespace", "separate user id"}
     warnings = [r.message for r in caplog.records if "running without" in r.message]
     assert len(warnings) == 1 and "limits still apply" in warnings[0]
+
+
+def test_a_runner_that_cannot_start_fails_the_batch_instead_of_scoring_zero_tests(monkeypatch) -> None:
+    """No test code runs before a zygote is ready: a start failure is the machine's, never the tests'."""
+    import evalmislead_assets.sandbox as sandbox_mod
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("sandbox zygote failed to start: exit code 1")
+
+    monkeypatch.setattr(sandbox_mod, "start_zygote", broken)
+    sb = sandbox_mod.Sandbox(workers=2)
+    module = sandbox_mod.Module("def f():\n    return 1\n", "from solution import f\n\ndef test_f():\n    assert f() == 1\n")
+    with pytest.raises(sandbox_mod.SandboxUnavailable) as info:
+        sb.collect([module])
+    assert "\n" not in str(info.value) and "re-run" in str(info.value) and "exit code 1" in str(info.value)
+    with pytest.raises(sandbox_mod.SandboxUnavailable):
+        sb.run([(module, "test_f")])

@@ -26,3 +26,54 @@ def test_all_164_pairs_validate(tmp_path, monkeypatch) -> None:
     assert result["valid"].all(), result[~result["valid"]][["task_id", "buggy_detail", "fixed_detail"]]
     # the buggy versions that loop forever were stopped by the timeout, not waited for
     assert result["buggy_detail"].str.startswith("timeout").any()
+
+
+# ---------------------------------------------------------------- the problem_validation asset checks
+
+def _run_checks(db) -> dict[str, tuple[bool, dict]]:
+    """all_buggy_fail / all_fixed_pass invoked directly on the DuckDB file at ``db``."""
+    from dagster import build_asset_check_context
+
+    from evalmislead_assets.assets.problems import all_buggy_fail, all_fixed_pass
+    from evalmislead_assets.resources import WarehouseResource
+
+    out = {}
+    for check in (all_buggy_fail, all_fixed_pass):
+        result = check(build_asset_check_context(resources={"warehouse": WarehouseResource(path=str(db))}))
+        out[next(iter(check.check_specs)).name] = (result.passed, {k: v.value for k, v in result.metadata.items()})
+    return out
+
+
+@pytest.fixture
+def validated(tmp_path, problems_df):
+    """problem_validation rows from the real oracle on three real problems, stored in a fresh DuckDB file."""
+    from evalmislead_assets.storage import Warehouse
+
+    result = validation.validate(problems_df[problems_df["problem_idx"].isin([0, 2, 30])])
+    assert result["valid"].all()
+    wh = Warehouse(tmp_path / "db.duckdb")
+    wh.replace_rows("problem_validation", result)
+    return wh, result
+
+
+def test_validation_checks_pass_on_the_real_validation(validated) -> None:
+    wh, _ = validated
+    checks = _run_checks(wh.path)
+    assert checks == {"all_buggy_fail": (True, {"buggy_passing": [], "checked": 3}),
+                      "all_fixed_pass": (True, {"fixed_failing": [], "checked": 3})}
+
+
+def test_all_buggy_fail_fails_when_a_buggy_version_passes(validated) -> None:
+    wh, result = validated
+    wh.replace_rows("problem_validation", result.assign(buggy_passed=result["problem_idx"] == 30))
+    checks = _run_checks(wh.path)
+    assert checks["all_buggy_fail"] == (False, {"buggy_passing": ["Python/30"], "checked": 3})
+    assert checks["all_fixed_pass"][0] is True
+
+
+def test_all_fixed_pass_fails_when_a_fixed_version_fails(validated) -> None:
+    wh, result = validated
+    wh.replace_rows("problem_validation", result.assign(fixed_passed=result["problem_idx"] != 2))
+    checks = _run_checks(wh.path)
+    assert checks["all_fixed_pass"] == (False, {"fixed_failing": ["Python/2"], "checked": 3})
+    assert checks["all_buggy_fail"][0] is True

@@ -52,6 +52,7 @@ def _latest_partitions(home: Path, asset: str) -> set[str]:
         return set(instance.get_latest_storage_id_by_partition(AssetKey(asset), DagsterEventType.ASSET_MATERIALIZATION))
 
 
+@pytest.mark.timeout(2100)  # the backfill's own 1,200 s (1,300 s for the process), plus the shared study's setup
 def test_graphql_backfill_of_thinking_on_leaves_thinking_off_untouched(study: Study) -> None:
     home = study.services.home
     off_rows, off_events = _mode_rows(study.db, "off"), _materializations(home, "off")

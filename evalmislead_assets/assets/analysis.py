@@ -10,7 +10,7 @@ import hashlib
 import time
 
 import pandas as pd
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataValue, Output, asset
 
 from evalmislead_assets import analysis as an
 from evalmislead_assets import settings
@@ -18,10 +18,19 @@ from evalmislead_assets import report as rp
 from evalmislead_assets import spec_labels as sl
 from evalmislead_assets.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.resources import LLMResource, WarehouseResource
-from evalmislead_assets.storage import Warehouse
 
 GROUP = "analysis"
-UPSTREAM = ["test_outcomes", "generated_tests", "test_generations"]
+# The three upstream tables every analysis reads, all partitions (the assets are unpartitioned),
+# projected to the columns the analysis needs.
+OUTCOME_COLUMNS = ["condition", "thinking", "task_id", "problem_idx", "test_id", "outcome"]
+UPSTREAM = {
+    "test_outcomes": AssetIn(metadata={"columns": OUTCOME_COLUMNS}),
+    "test_generations": AssetIn(metadata={
+        "columns": ["condition", "thinking", "task_id", "problem_idx", "finish_reason", "error"]}),
+    "generated_tests": AssetIn(metadata={"columns": [
+        "condition", "thinking", "task_id", "problem_idx", "n_tests", "import_ok", "error",
+        "source IS NOT NULL AS has_code"]}),
+}
 CODE_VERSION = "analysis-2"  # issue 10: zero-test rules, matched thinking-on comparisons, new columns
 
 
@@ -38,15 +47,6 @@ def _code_version(*files: str) -> str:
 
 
 _VERSION = _code_version()
-
-
-def _inputs(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(test_outcomes, test_generations, generated_tests): only the columns the analysis needs."""
-    outcomes = wh.query_df("SELECT condition, thinking, task_id, problem_idx, test_id, outcome FROM test_outcomes")
-    gens = wh.query_df("SELECT condition, thinking, task_id, problem_idx, finish_reason, error FROM test_generations")
-    gt = wh.query_df("SELECT condition, thinking, task_id, problem_idx, n_tests, import_ok, error, "
-                     "source IS NOT NULL AS has_code FROM generated_tests")
-    return outcomes, gens, gt
 
 
 def _coverage(*frames: pd.DataFrame) -> dict[str, MetadataValue]:
@@ -68,97 +68,104 @@ def _md(df: pd.DataFrame) -> MetadataValue:
     return MetadataValue.md(rp.md_table(df))
 
 
-@asset(group_name=GROUP, deps=UPSTREAM, code_version=_VERSION,
+@asset(group_name=GROUP, ins=UPSTREAM, code_version=_VERSION,
        description="Per condition x thinking: cell counts, pooled rates with intervals, truncation and import counts.")
-def condition_rates(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+def condition_rates(
+    context: AssetExecutionContext, test_outcomes: pd.DataFrame, test_generations: pd.DataFrame,
+    generated_tests: pd.DataFrame,
+) -> Output[pd.DataFrame]:
     plan = an.load_plan()
-    wh = warehouse.get()
-    outcomes, gens, gt = _inputs(wh)
+    outcomes, gens, gt = test_outcomes, test_generations, generated_tests
     t0 = time.perf_counter()
     df = an.condition_rates(outcomes, gens, gt, plan)
     wall = time.perf_counter() - t0
-    wh.replace_rows("condition_rates", df)
     context.log.info(f"condition_rates: {len(df)} condition x thinking rows in {wall:.2f} s")
     shown = df[["condition", "thinking", "n_problems", "n_tests", "n_misleading", "n_effective",
                 "misleading_rate", "effective_rate", "problems_with_effective", "n_truncated_no_tests",
                 "n_unimportable", "n_collect_one_version", "n_empty_spec"]]
-    return MaterializeResult(metadata={
+    return Output(df, metadata={
         "rows": len(df), "compute_s": round(wall, 3), **_plan_meta(plan), **_coverage(outcomes, gens, gt),
         "rates": _md(shown.round(4)),
     })
 
 
-@asset(group_name=GROUP, deps=UPSTREAM, code_version=_VERSION,
+@asset(group_name=GROUP, ins=UPSTREAM, code_version=_VERSION,
        description="The plan's four comparisons per thinking mode: paired bootstrap over problems, percentile CI "
                    "(thinking on: on the truncation-matched subset; a side with 0 tests: not estimable).")
-def bootstrap_comparisons(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+def bootstrap_comparisons(
+    context: AssetExecutionContext, test_outcomes: pd.DataFrame, test_generations: pd.DataFrame,
+    generated_tests: pd.DataFrame,
+) -> Output[pd.DataFrame]:
     plan = an.load_plan()
-    wh = warehouse.get()
-    outcomes, gens, gt = _inputs(wh)
+    outcomes, gens, gt = test_outcomes, test_generations, generated_tests
     t0 = time.perf_counter()
     df, notes = an.bootstrap_comparisons(outcomes, gens, gt, plan)
     wall = time.perf_counter() - t0
-    wh.replace_rows("bootstrap_comparisons", df)
     for n in notes:
         context.log.warning(n)
     context.log.info(f"bootstrap_comparisons: {len(df)} rows, {plan.n_boot} resamples each, {wall:.2f} s")
     shown = df[["thinking", "comparison_id", "metric", "condition_a", "condition_b", "estimate", "ci_low",
                 "ci_high", "n_problems", "n_zero_denominator", "subset", "verdict"]]
-    return MaterializeResult(metadata={
+    return Output(df, metadata={
         "rows": len(df), "bootstrap_s": round(wall, 3), "n_boot": plan.n_boot, "level": plan.level, "seed": plan.seed,
         "skipped": MetadataValue.json(notes), **_plan_meta(plan), **_coverage(outcomes, gens, gt),
         "comparisons": _md(shown.round(4)),
     })
 
 
-@asset(group_name=GROUP, deps=UPSTREAM, code_version=_VERSION,
+@asset(group_name=GROUP, ins=UPSTREAM, code_version=_VERSION,
        description="Problems where both thinking modes produced >= 1 test in both buggy_code and fixed_code.")
-def truncation_matched_subset(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+def truncation_matched_subset(
+    context: AssetExecutionContext, test_outcomes: pd.DataFrame, test_generations: pd.DataFrame,
+    generated_tests: pd.DataFrame,
+) -> Output[pd.DataFrame]:
     plan = an.load_plan()
-    wh = warehouse.get()
-    outcomes, gens, gt = _inputs(wh)
+    outcomes, gens, gt = test_outcomes, test_generations, generated_tests
     df = an.truncation_matched_subset(outcomes, gens, gt, plan)
-    wh.replace_rows("truncation_matched_subset", df)
     n_in = int(df["in_subset"].sum()) if len(df) else 0
     cov = _coverage(outcomes, gens, gt)
     modes = set(cov["thinking_modes_present"].value)
     note = "" if {"off", "on"} <= modes else f"only thinking {sorted(modes)} stored: the subset is empty until both modes are"
     if note:
         context.log.warning(note)
-    return MaterializeResult(metadata={
+    return Output(df, metadata={
         "problems_considered": len(df), "in_subset": n_in, "note": note, **_plan_meta(plan), **cov,
     })
 
 
-@asset(group_name=GROUP, deps=[truncation_matched_subset, "test_outcomes"], code_version=_VERSION,
+@asset(group_name=GROUP, ins={"truncation_matched_subset": AssetIn(), "test_outcomes": UPSTREAM["test_outcomes"]},
+       code_version=_VERSION,
        description="Thinking on minus off on the truncation-matched subset (same bootstrap; report-only).")
-def thinking_comparisons(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+def thinking_comparisons(
+    context: AssetExecutionContext, truncation_matched_subset: pd.DataFrame, test_outcomes: pd.DataFrame
+) -> Output[pd.DataFrame]:
     plan = an.load_plan()
-    wh = warehouse.get()
-    outcomes = wh.query_df("SELECT condition, thinking, task_id, problem_idx, test_id, outcome FROM test_outcomes")
-    subset = wh.read_table("truncation_matched_subset")
-    df = an.thinking_comparisons(outcomes, subset, plan)
-    wh.replace_rows("thinking_comparisons", df)
+    df = an.thinking_comparisons(test_outcomes, truncation_matched_subset, plan)
     n = int(df["n_problems"].max()) if len(df) else 0
-    return MaterializeResult(metadata={
+    return Output(df, metadata={
         "rows": len(df), "subset_problems": n, **_plan_meta(plan),
         "comparisons": _md(df[["condition", "metric", "rate_off", "rate_on", "estimate", "ci_low", "ci_high",
                                "n_problems"]].round(4)),
     })
 
 
-@asset(group_name=GROUP, deps=["model_specs", "problems", *UPSTREAM], code_version=_code_version("spec_judge.md"),
+@asset(group_name=GROUP, code_version=_code_version("spec_judge.md"),
+       ins={"model_specs": AssetIn(metadata={"columns": ["thinking", "task_id", "problem_idx", "spec_text", "error"],
+                                             "order_by": "thinking, problem_idx"}),
+            "problems": AssetIn(metadata={"columns": ["task_id", "problem_idx", "entry_point", "buggy_code",
+                                                      "fixed_code"]}),
+            **UPSTREAM},
        description="Two labels per model-written spec by a judge model (prompts/spec_judge.md), human review "
                    "CSV exported/imported (human labels win), agreement, and misleading rate split by label.")
 def spec_labels(
-    context: AssetExecutionContext, warehouse: WarehouseResource, judge_llm: LLMResource
-) -> MaterializeResult:
+    context: AssetExecutionContext, warehouse: WarehouseResource, judge_llm: LLMResource,
+    model_specs: pd.DataFrame, problems: pd.DataFrame, test_outcomes: pd.DataFrame,
+    test_generations: pd.DataFrame, generated_tests: pd.DataFrame,
+) -> Output[pd.DataFrame]:
     plan = an.load_plan()
-    wh = warehouse.get()
+    wh = warehouse.get()  # the judge's answers (llm_cache) and the two side tables
     sec = plan.section("spec_labels")
-    specs = wh.query_df(
-        "SELECT thinking, task_id, problem_idx, spec_text, error FROM model_specs ORDER BY thinking, problem_idx")
-    problems = wh.query_df("SELECT task_id, problem_idx, entry_point, buggy_code, fixed_code FROM problems")
+    specs = model_specs
     judged = sl.judge_specs(specs, problems, judge_llm, wh, log=context.log)
     path = settings.review_csv_path()
     added = sl.write_review_csv(
@@ -169,15 +176,14 @@ def spec_labels(
     labels.insert(0, "plan_sha256", plan.sha256)
     agree = sl.agreement(labels)
     agree.insert(0, "plan_sha256", plan.sha256)
-    outcomes, gens, gt = _inputs(wh)
-    splits = an.spec_label_splits(outcomes, gens, gt, labels, plan)
-    wh.replace_rows("spec_labels", labels)
+    splits = an.spec_label_splits(test_outcomes, test_generations, generated_tests, labels, plan)
+    # side tables through the warehouse; spec_labels itself through the IO manager
     wh.replace_rows("spec_label_agreement", agree)
     wh.replace_rows("spec_label_splits", splits)
     for n in notes:
         context.log.warning(n)
     cats = sl.category_counts(labels)
-    return MaterializeResult(metadata={
+    return Output(labels, metadata={
         "specs": len(labels), "judge_unparsed_or_failed": int(labels["judge_error"].notna().sum()),
         "review_csv": MetadataValue.path(str(path)), "review_rows_added": added,
         "human_labels_imported": sl.human_labels_given(human), "notes": MetadataValue.json(notes),
@@ -186,29 +192,33 @@ def spec_labels(
     })
 
 
-@asset(group_name=GROUP, deps=["test_generations", "test_outcomes"],
-       code_version=_code_version("reasoning_keywords.txt"),
+@asset(group_name=GROUP, code_version=_code_version("reasoning_keywords.txt"),
+       ins={"test_generations": AssetIn(metadata={"columns": [
+           "condition", "thinking", "task_id", "problem_idx", "reasoning_text", "response_text"]}),
+           "test_outcomes": UPSTREAM["test_outcomes"]},
        description="Thinking-on buggy_code answers whose reasoning mentions the bug (prompts/reasoning_keywords.txt).")
-def reasoning_mentions(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+def reasoning_mentions(
+    context: AssetExecutionContext, warehouse: WarehouseResource, test_generations: pd.DataFrame,
+    test_outcomes: pd.DataFrame,
+) -> Output[pd.DataFrame]:
     plan = an.load_plan()
-    wh = warehouse.get()
+    wh = warehouse.get()  # the two side tables
     sec = plan.section("reasoning_mentions")
     cond, thinking = sec.get("condition", "buggy_code"), sec.get("thinking", "on")
     keywords = an.load_keywords(an.keywords_path(plan))
-    gens = wh.query_df(
-        "SELECT condition, thinking, task_id, problem_idx, reasoning_text, response_text FROM test_generations "
-        "WHERE condition = ? AND thinking = ?", [cond, thinking])
-    outcomes = wh.query_df(
-        "SELECT condition, thinking, task_id, problem_idx, test_id, outcome FROM test_outcomes "
-        "WHERE condition = ? AND thinking = ?", [cond, thinking])
+
+    def _cell(df: pd.DataFrame) -> pd.DataFrame:  # the plan's condition|thinking (all partitions are loaded)
+        return df[(df["condition"] == cond) & (df["thinking"] == thinking)].reset_index(drop=True)
+
+    gens, outcomes = _cell(test_generations), _cell(test_outcomes)
     answers, matches, summary = an.reasoning_mentions(gens, outcomes, keywords, plan)
-    wh.replace_rows("reasoning_mentions", answers)
+    # side tables through the warehouse; reasoning_mentions itself through the IO manager
     wh.replace_rows("reasoning_mention_matches", matches)
     wh.replace_rows("reasoning_mention_summary", summary)
     note = "" if len(gens) else f"no {cond}|{thinking} answers stored: materialize that partition to fill this table"
     if note:
         context.log.warning(note)
-    return MaterializeResult(metadata={
+    return Output(answers, metadata={
         "answers": len(answers), "with_reasoning": int(answers["has_reasoning"].sum()) if len(answers) else 0,
         "mentioning": int(answers["mentions"].sum()) if len(answers) else 0, "matches": len(matches),
         "keywords_sha256": keywords.sha256, "note": note,
@@ -216,17 +226,32 @@ def reasoning_mentions(context: AssetExecutionContext, warehouse: WarehouseResou
     })
 
 
-@asset(group_name=GROUP, code_version=_VERSION,
-       deps=[condition_rates, bootstrap_comparisons, truncation_matched_subset, thinking_comparisons, spec_labels,
-             reasoning_mentions, "determinism_probe", "mutants", "mutation_scores", "test_coverage",
-             "test_outcomes", "generated_tests", "test_generations", "problems", "problem_validation"],
+# Tables the report reads that are side outputs of multi-table assets (not asset outputs themselves):
+# read through the warehouse, read-only, after their assets (the inputs above) have run.
+REPORT_SIDE_TABLES = ["spec_label_agreement", "spec_label_splits", "reasoning_mention_summary"]
+_REPORT_INS = {
+    **{name: AssetIn() for name in (
+        "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
+        "spec_labels", "reasoning_mentions", "determinism_probe", "mutants", "mutation_scores", "test_coverage",
+        "test_outcomes", "problem_validation")},
+    "generated_tests": AssetIn(metadata={"columns": ["condition", "thinking", "task_id", "source", "extraction"]}),
+    "test_generations": AssetIn(metadata={"columns": ["condition", "thinking", "task_id", "error"]}),
+    "problems": AssetIn(metadata={"columns": ["task_id", "entry_point", "buggy_code", "fixed_code", "bug_type"]}),
+    "model_specs": AssetIn(metadata={"columns": ["thinking", "task_id", "spec_text"]}),
+}
+
+
+@asset(group_name=GROUP, code_version=_VERSION, ins=_REPORT_INS,
        description="The study report (Markdown, HTML, PNG plots) with every table of the published write-up.")
-def study_report(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+def study_report(context: AssetExecutionContext, warehouse: WarehouseResource, **inputs: pd.DataFrame) -> MaterializeResult:
     plan = an.load_plan()
     wh = warehouse.get()
-    data = rp.load_data(wh)
+    frames = dict(inputs)
+    frames.update({t: wh.read_table(t, read_only=True) for t in REPORT_SIDE_TABLES})
+    data = rp.load_data(frames)
     written = rp.write(rp.build(data, plan), settings.report_dir())
     context.log.info(f"study report written to {written.html_path}")
+    # files, not a table: nothing for the IO manager to store
     return MaterializeResult(metadata={
         "report": MetadataValue.md(written.markdown_ui),
         "html": MetadataValue.path(str(written.html_path)),

@@ -4,28 +4,29 @@ import time
 from typing import Optional
 
 import pandas as pd
-from dagster import AssetExecutionContext, MaterializeResult, asset
+from dagster import AssetExecutionContext, AssetIn, Output, asset
 
 from evalmislead_assets import coverage_analysis
 from evalmislead_assets.assets.execution import ExecutionConfig, make_sandbox
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
-from evalmislead_assets.storage import WarehouseResource
 
 
 @asset(
-    group_name="execution", partitions_def=condition_thinking_partitions, deps=["generated_tests", "problems"],
+    group_name="execution", partitions_def=condition_thinking_partitions,
+    ins={"generated_tests": AssetIn(metadata={
+        "columns": ["task_id", "problem_idx", "source", "test_ids", "n_tests"], "order_by": "problem_idx"}),
+        "problems": AssetIn(metadata={"columns": ["task_id", "entry_point", "buggy_code", "fixed_code"]})},
     description="Line and branch coverage (coverage.py, in the sandbox) of the function under test by each generated "
                 "test file, on the buggy and on the fixed version; failing tests count the lines they ran.",
 )
-def test_coverage(context: AssetExecutionContext, config: ExecutionConfig, warehouse: WarehouseResource) -> MaterializeResult:
+def test_coverage(
+    context: AssetExecutionContext, config: ExecutionConfig, generated_tests: pd.DataFrame, problems: pd.DataFrame
+) -> Output[pd.DataFrame]:
     condition, thinking = split_key(context.partition_key)
-    wh = warehouse.get()
-    generated = wh.query_df(
-        "SELECT task_id, problem_idx, source, test_ids, n_tests FROM generated_tests "
-        "WHERE condition = ? AND thinking = ? AND n_tests > 0 ORDER BY problem_idx", [condition, thinking])
+    generated = generated_tests[generated_tests["n_tests"] > 0].reset_index(drop=True)  # this partition's files
     if generated.empty:
         context.log.warning(f"generated_tests has no files with tests for {condition}|{thinking}")
-    problems = wh.query_df("SELECT task_id, entry_point, buggy_code, fixed_code FROM problems").set_index("task_id")
+    problems = problems.set_index("task_id")
     sandbox = make_sandbox(config)
     start = time.monotonic()
     df = coverage_analysis.build_test_coverage(generated, problems, sandbox)
@@ -33,15 +34,14 @@ def test_coverage(context: AssetExecutionContext, config: ExecutionConfig, wareh
     iso = sandbox.isolation
     if iso is not None and iso.missing():
         context.log.warning(f"sandbox ran without {', '.join(iso.missing())}; the other limits still applied")
-    wh.replace_rows(coverage_analysis.TABLE, df.assign(condition=condition, thinking=thinking),
-                    where={"condition": condition, "thinking": thinking})
     summary = {
         f"{col}_{v}": _mean(df.loc[df["version"] == v, col]) for v in ("fixed", "buggy")
         for col in ("line_coverage", "branch_coverage")
     }
     runs = int(2 * generated["n_tests"].sum()) if len(generated) else 0
     unmeasured = int((df["n_tests"] - df["n_tests_measured"]).sum()) if len(df) else 0
-    return MaterializeResult(metadata={
+    # the partition's rows are replaced by the IO manager (asset test_coverage = table coverage_analysis.TABLE)
+    return Output(df.assign(condition=condition, thinking=thinking), metadata={
         "files": int(len(df) // 2),
         "tests": int(generated["n_tests"].sum()) if len(generated) else 0,
         **summary,

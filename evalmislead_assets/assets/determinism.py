@@ -8,11 +8,12 @@ import time
 from typing import Optional
 
 import pandas as pd
-from dagster import AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, AssetIn, Config, Failure, MetadataValue, Output, asset
 
 from evalmislead_assets import determinism as det
 from evalmislead_assets import settings
 from evalmislead_assets.assets.execution import (
+    PROBLEMS_IN,
     ExecutionConfig,
     build_generated_tests,
     build_test_outcomes,
@@ -22,10 +23,10 @@ from evalmislead_assets.llm_types import LLMUnreachable
 from evalmislead_assets.resources import LLMResource, WarehouseResource
 from evalmislead_assets.sandbox import TEST_TIMEOUT_S
 
-_GENERATIONS_SQL = (
-    "SELECT condition, thinking, task_id, problem_idx, request_json, response_text, reasoning_text, finish_reason, "
-    "error, cache_key, total_slots, cache_prompt, build_info FROM test_generations"
-)
+_GENERATION_COLUMNS = [
+    "condition", "thinking", "task_id", "problem_idx", "request_json", "response_text", "reasoning_text",
+    "finish_reason", "error", "cache_key", "total_slots", "cache_prompt", "build_info",
+]
 
 
 class ProbeConfig(Config):
@@ -57,23 +58,25 @@ def _metadata(df: pd.DataFrame, frames: dict[str, pd.DataFrame], wall_s: float, 
 
 @asset(
     group_name="reproducibility",
-    deps=["test_generations", "problems"],
+    ins={"test_generations": AssetIn(metadata={"columns": _GENERATION_COLUMNS}), "problems": PROBLEMS_IN,
+         # the stored comparisons, for how far each estimate moves (empty until analysed)
+         "bootstrap_comparisons": AssetIn()},
     description="Run-to-run noise: a seeded sample of stored test-generation requests re-sent with the response "
                 "cache bypassed (EVALMISLEAD_PROBE_N, default 20), scored like the originals; shares of byte-identical "
                 "answers and of answers whose tests score identically.",
 )
 def determinism_probe(
-    context: AssetExecutionContext, config: ProbeConfig, warehouse: WarehouseResource, llm: LLMResource
-) -> MaterializeResult:
-    wh = warehouse.get()
+    context: AssetExecutionContext, config: ProbeConfig, warehouse: WarehouseResource, llm: LLMResource,
+    test_generations: pd.DataFrame, problems: pd.DataFrame, bootstrap_comparisons: pd.DataFrame,
+) -> Output[pd.DataFrame]:
+    wh = warehouse.get()  # the probe's answers go to llm_calls as they arrive (never to llm_cache)
     start = time.monotonic()
     n = config.n if config.n is not None else settings.probe_n()
-    drawn = det.sample(wh.query_df(_GENERATIONS_SQL), n, config.seed)
+    drawn = det.sample(test_generations, n, config.seed)
     if drawn.empty:
         context.log.warning("determinism_probe: test_generations has no stored answer; nothing to re-send")
         df = det.build_rows(drawn, [], {}, config.seed)
-        wh.replace_rows(det.TABLE, df)
-        return MaterializeResult(metadata={**_metadata(df, {}, time.monotonic() - start, 0),
+        return Output(df, metadata={**_metadata(df, {}, time.monotonic() - start, 0),
                                            "status": "not run: no stored answer"})
     context.log.info(f"determinism_probe: re-sending {len(drawn)} stored requests (seed {config.seed}), cache bypassed")
     try:
@@ -81,17 +84,15 @@ def determinism_probe(
     except LLMUnreachable as exc:
         raise Failure(description=str(exc)) from None
 
-    problems = wh.query_df("SELECT task_id, problem_idx, entry_point, buggy_code, fixed_code FROM problems")
     frame = det.scoring_frame(drawn, results)
     by_key = det.problems_for(frame, drawn, problems.set_index("task_id"))
     sandbox = make_sandbox(ExecutionConfig(workers=config.workers, timeout_s=config.timeout_s))
     generated = build_generated_tests(frame, by_key, sandbox)
     outcomes = build_test_outcomes(generated, by_key, sandbox)
     df = det.build_rows(drawn, results, det.scored_tests(generated, outcomes), config.seed)
-    wh.replace_rows(det.TABLE, df)
-    comparisons = wh.read_table("bootstrap_comparisons") if wh.table_exists("bootstrap_comparisons") else pd.DataFrame()
-    meta = _metadata(df, {"bootstrap_comparisons": comparisons}, time.monotonic() - start, stats.requests_sent)
+    meta = _metadata(df, {"bootstrap_comparisons": bootstrap_comparisons}, time.monotonic() - start,
+                     stats.requests_sent)
     s = det.summarize(df)
     context.log.info(f"determinism_probe: {s.identical}/{s.n} identical text, {s.tests_identical}/{s.n} identical "
                      f"scoring, {s.errors} errors")
-    return MaterializeResult(metadata=meta)
+    return Output(df, metadata=meta)  # asset determinism_probe = table det.TABLE

@@ -1,6 +1,5 @@
 """generated_tests and test_outcomes [condition x thinking]: extract, collect and run every generated test."""
 
-import json
 import time
 from typing import Any, Optional
 
@@ -9,20 +8,20 @@ from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
     AssetExecutionContext,
+    AssetIn,
     Config,
-    MaterializeResult,
     MetadataValue,
+    Output,
     asset,
     asset_check,
 )
 
 from evalmislead_assets import scoring, settings
-from evalmislead_assets.collection import CollectRequest, collect_modules
+from evalmislead_assets.collection import CollectRequest, collect_modules, stored_test_ids
 from evalmislead_assets.extraction import defined_names, extract
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 from evalmislead_assets.sandbox import TEST_TIMEOUT_S, Limits, Sandbox
 from evalmislead_assets.resources import WarehouseResource
-from evalmislead_assets.storage import Warehouse
 
 GROUP = "execution"
 
@@ -39,8 +38,9 @@ def make_sandbox(config: ExecutionConfig) -> Sandbox:
     return Sandbox(Limits(timeout_s=config.timeout_s), workers=workers)
 
 
-def _problems(wh: Warehouse) -> pd.DataFrame:
-    return wh.query_df("SELECT task_id, problem_idx, entry_point, buggy_code, fixed_code FROM problems").set_index("task_id")
+# the problem columns the sandbox needs (a projection of the problems input)
+PROBLEM_COLUMNS = ["task_id", "problem_idx", "entry_point", "buggy_code", "fixed_code"]
+PROBLEMS_IN = AssetIn("problems", metadata={"columns": PROBLEM_COLUMNS})
 
 
 def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox) -> pd.DataFrame:
@@ -54,7 +54,7 @@ def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, san
     for g in generations.itertuples(index=False):
         row: dict[str, Any] = {
             "task_id": g.task_id, "problem_idx": _int(g.problem_idx), "source": None, "extraction": "none",
-            "import_ok": False, "n_tests": 0, "test_ids": "[]", "error": None, "finish_reason": _str(g.finish_reason),
+            "import_ok": False, "n_tests": 0, "test_ids": [], "error": None, "finish_reason": _str(g.finish_reason),
         }
         truncated = " (answer truncated at the token cap)" if row["finish_reason"] == "length" else ""
         problem = problems.loc[g.task_id] if g.task_id in problems.index else None
@@ -77,7 +77,7 @@ def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, san
     for row, found in zip(rows, collected):
         if row["source"] is None:
             continue
-        row["import_ok"], row["n_tests"], row["test_ids"] = found.import_ok, found.n_tests, json.dumps(found.test_ids)
+        row["import_ok"], row["n_tests"], row["test_ids"] = found.import_ok, found.n_tests, list(found.test_ids)
         row["error"] = found.error
     columns = ["task_id", "problem_idx", "source", "extraction", "import_ok", "n_tests", "test_ids", "error",
                "finish_reason"]
@@ -94,7 +94,7 @@ def build_test_outcomes(generated: pd.DataFrame, problems: pd.DataFrame, sandbox
     jobs, keys = [], []
     for g in generated.itertuples(index=False):
         problem = problems.loc[g.task_id]
-        jobs.append((g.source, json.loads(g.test_ids), problem.buggy_code, problem.fixed_code))
+        jobs.append((g.source, stored_test_ids(g.test_ids), problem.buggy_code, problem.fixed_code))
         keys.append((g.task_id, _int(g.problem_idx)))
     scored = scoring.score_many(jobs, sandbox)
     rows = [
@@ -140,29 +140,29 @@ def _md_table(counts: dict[str, Any], header: tuple[str, str]) -> str:
 
 
 @asset(
-    group_name=GROUP, partitions_def=condition_thinking_partitions, deps=["test_generations", "problems"],
+    group_name=GROUP, partitions_def=condition_thinking_partitions,
+    ins={"test_generations": AssetIn(metadata={
+        "columns": ["task_id", "problem_idx", "response_text", "finish_reason", "error"], "order_by": "problem_idx"}),
+        "problems": PROBLEMS_IN},
     description="Test module extracted from each answer (fences, nested fences, no fence; import normalised where "
                 "unambiguous) and its test ids as pytest collects them; unimportable files have zero tests and a reason.",
 )
-def generated_tests(context: AssetExecutionContext, config: ExecutionConfig, warehouse: WarehouseResource) -> MaterializeResult:
+def generated_tests(
+    context: AssetExecutionContext, config: ExecutionConfig, test_generations: pd.DataFrame, problems: pd.DataFrame
+) -> Output[pd.DataFrame]:
     condition, thinking = split_key(context.partition_key)
-    wh = warehouse.get()
-    generations = wh.query_df(
-        "SELECT task_id, problem_idx, response_text, finish_reason, error FROM test_generations "
-        "WHERE condition = ? AND thinking = ? ORDER BY problem_idx", [condition, thinking])
+    generations = test_generations  # this partition's rows (the IO manager filters them)
     if generations.empty:
         context.log.warning(f"test_generations has no rows for {condition}|{thinking}; materialize it first")
     sandbox = make_sandbox(config)
     start = time.monotonic()
-    df = build_generated_tests(generations, _problems(wh), sandbox)
+    df = build_generated_tests(generations, problems.set_index("task_id"), sandbox)
     wall = time.monotonic() - start
     _warn_if_degraded(context, sandbox)
-    wh.replace_rows("generated_tests", df.assign(condition=condition, thinking=thinking),
-                    where={"condition": condition, "thinking": thinking})
     has_source = df["source"].notna()
     truncated = df["finish_reason"] == "length"
     how = df["extraction"].str.split(";").str[0].value_counts().to_dict()
-    return MaterializeResult(metadata={
+    return Output(df.assign(condition=condition, thinking=thinking), metadata={
         "answers": len(df),
         "tests": int(df["n_tests"].sum()),
         "files_with_tests": int((df["n_tests"] > 0).sum()),
@@ -178,25 +178,25 @@ def generated_tests(context: AssetExecutionContext, config: ExecutionConfig, war
 
 
 @asset(
-    group_name=GROUP, partitions_def=condition_thinking_partitions, deps=[generated_tests],
+    group_name=GROUP, partitions_def=condition_thinking_partitions,
+    ins={"generated_tests": AssetIn(metadata={
+        "columns": ["task_id", "problem_idx", "source", "test_ids", "n_tests"], "order_by": "problem_idx"}),
+        "problems": PROBLEMS_IN},
     description="Every generated test run against the buggy and the fixed version, each in its own hardened "
                 "process (10 s); statuses and the four cells (misleading, effective, both_pass, both_fail).",
 )
-def test_outcomes(context: AssetExecutionContext, config: ExecutionConfig, warehouse: WarehouseResource) -> MaterializeResult:
+def test_outcomes(
+    context: AssetExecutionContext, config: ExecutionConfig, generated_tests: pd.DataFrame, problems: pd.DataFrame
+) -> Output[pd.DataFrame]:
     condition, thinking = split_key(context.partition_key)
-    wh = warehouse.get()
-    generated = wh.query_df(
-        "SELECT task_id, problem_idx, source, test_ids, n_tests FROM generated_tests "
-        "WHERE condition = ? AND thinking = ? ORDER BY problem_idx", [condition, thinking])
+    generated = generated_tests  # this partition's rows (the IO manager filters them)
     if generated.empty:
         context.log.warning(f"generated_tests has no rows for {condition}|{thinking}; materialize it first")
     sandbox = make_sandbox(config)
     start = time.monotonic()
-    df = build_test_outcomes(generated, _problems(wh), sandbox)
+    df = build_test_outcomes(generated, problems.set_index("task_id"), sandbox)
     wall = time.monotonic() - start
     _warn_if_degraded(context, sandbox)
-    wh.replace_rows("test_outcomes", df.assign(condition=condition, thinking=thinking),
-                    where={"condition": condition, "thinking": thinking})
     counts = scoring.cell_counts(df["outcome"])
     rates = scoring.cell_rates(counts)
     statuses = {
@@ -205,7 +205,7 @@ def test_outcomes(context: AssetExecutionContext, config: ExecutionConfig, wareh
     }
     effective_problems = df.loc[df["outcome"] == "effective", "task_id"].nunique()
     runs = 2 * len(df)
-    return MaterializeResult(metadata={
+    return Output(df.assign(condition=condition, thinking=thinking), metadata={
         "tests": len(df),
         **{k: v for k, v in counts.items()},
         **{f"{k}_rate": round(v, 4) for k, v in rates.items()},

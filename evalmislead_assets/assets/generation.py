@@ -9,8 +9,8 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetDep,
     AssetExecutionContext,
+    AssetIn,
     Config,
     Failure,
     MaterializeResult,
@@ -21,7 +21,6 @@ from dagster import (
 
 from evalmislead_assets import problems as problem_data
 from evalmislead_assets import prompts, settings
-from evalmislead_assets.assets.problems import problem_validation
 from evalmislead_assets.llm_types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
 from evalmislead_assets.resources import LLMResource, WarehouseResource
@@ -144,32 +143,40 @@ def _generate(
     return _rows(problems, rendered, results), results, stats
 
 
+# the study's problems (validated pairs in EVALMISLEAD_PROBLEMS) are drawn from these two inputs
+_PROBLEM_INS = {"problems": AssetIn(), "problem_validation": AssetIn(metadata={"columns": ["task_id", "valid"]})}
+
+
 @asset(
     partitions_def=thinking_partitions,
-    deps=[problem_validation],
+    ins=_PROBLEM_INS,
+    metadata={"partition_expr": "thinking"},
     group_name="generation",
     check_specs=[AssetCheckSpec(THINKING_CHECK, asset="model_specs", description=_THINKING_CHECK_DOC)],
     description="One docstring per problem, written by the model from the buggy code (prompts/spec.md).",
 )
 def model_specs(
-    context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource, llm: LLMResource
-) -> MaterializeResult:
+    context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource, llm: LLMResource,
+    problems: pd.DataFrame, problem_validation: pd.DataFrame,
+):  # -> MaterializeResult(value=DataFrame); no annotation: its checks make it multi-output
     thinking = str(context.partition_key)
-    wh = warehouse.get()
-    problems = problem_data.study_problems(wh)
+    wh = warehouse.get()  # answers go to llm_cache / llm_calls one by one as they arrive
+    problems = problem_data.study_problems_from(problems, problem_validation)
     template = prompts.load_template(prompts.SPEC_TEMPLATE)
     rendered = [prompts.spec_prompt(p, template) for p in problems.to_dict("records")]
     df, results, stats = _generate(context, wh, llm, "model_specs", None, thinking, problems, rendered, config)
     df.insert(0, "thinking", thinking)
     df["spec_text"] = [None if r.error else prompts.extract_spec(r.text) for r in results]
-    wh.replace_rows("model_specs", df, where={"thinking": thinking})
     metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking))
     metadata["empty_specs"] = int(sum(1 for s in df["spec_text"] if not s))
-    return MaterializeResult(metadata=metadata, check_results=[thinking_check("model_specs", thinking, results)])
+    # the partition's rows are replaced by the IO manager (one transaction)
+    return MaterializeResult(value=df, metadata=metadata,
+                             check_results=[thinking_check("model_specs", thinking, results)])
 
 
-def _specs_for(wh: Warehouse, thinking: str, task_ids: list[str]) -> dict[str, str]:
-    specs = wh.query_df("SELECT task_id, spec_text FROM model_specs WHERE thinking = ?", [thinking])
+def _specs_for(specs: pd.DataFrame, thinking: str, task_ids: list[str]) -> dict[str, str]:
+    """``specs``: the model_specs rows of this thinking mode (the mapped input partition)."""
+    specs = specs[specs["thinking"] == thinking]
     # a stored row with no text is an empty spec (see _without_empty_specs), not a missing one
     by_task = {t: s if isinstance(s, str) else "" for t, s in zip(specs["task_id"], specs["spec_text"])}
     missing = [t for t in task_ids if t not in by_task]
@@ -192,13 +199,15 @@ def empty_spec_error(spec_text: object, spec_error: object) -> Optional[str]:
     return EMPTY_SPEC + (f" (spec error: {spec_error})" if isinstance(spec_error, str) and spec_error.strip() else "")
 
 
-def _without_empty_specs(wh: Warehouse, thinking: str, problems: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _without_empty_specs(
+    specs: pd.DataFrame, thinking: str, problems: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(problems to prompt, test_generations rows for those whose model spec is empty).
 
     An empty spec would make model_spec a near signature-only prompt; instead no request is
     sent and the answer row carries the reason (it counts as an answer with zero tests).
     """
-    specs = wh.query_df("SELECT task_id, spec_text, error FROM model_specs WHERE thinking = ?", [thinking])
+    specs = specs[specs["thinking"] == thinking]
     why = {t: empty_spec_error(s, e) for t, s, e in zip(specs["task_id"], specs["spec_text"], specs["error"])}
     empty = problems["task_id"].map(lambda t: why.get(t) is not None).astype(bool)
     skipped = problems[empty]
@@ -217,26 +226,28 @@ with warnings.catch_warnings():
 
 @asset(
     partitions_def=condition_thinking_partitions,
-    deps=[
-        problem_validation,
-        # only the model_spec condition reads these rows; the mapping shows the lineage in the UI
-        AssetDep(model_specs, partition_mapping=_SPECS_OF_SAME_THINKING),
-    ],
+    ins={
+        **_PROBLEM_INS,
+        # the specs of the same thinking mode; only the model_spec condition uses them
+        "model_specs": AssetIn(partition_mapping=_SPECS_OF_SAME_THINKING,
+                               metadata={"columns": ["thinking", "task_id", "spec_text", "error"]}),
+    },
     group_name="generation",
     check_specs=[AssetCheckSpec(THINKING_CHECK, asset="test_generations", description=_THINKING_CHECK_DOC)],
     description="The model's answer to the test-generation prompt (prompts/test_generation.md), one per problem.",
 )
 def test_generations(
-    context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource, llm: LLMResource
-) -> MaterializeResult:
+    context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource, llm: LLMResource,
+    problems: pd.DataFrame, problem_validation: pd.DataFrame, model_specs: pd.DataFrame,
+):  # -> MaterializeResult(value=DataFrame); no annotation: its checks make it multi-output
     condition, thinking = split_key(context.partition_key)
-    wh = warehouse.get()
-    problems = problem_data.study_problems(wh)
+    wh = warehouse.get()  # answers go to llm_cache / llm_calls one by one as they arrive
+    problems = problem_data.study_problems_from(problems, problem_validation)
     records = problems.to_dict("records")
-    specs = _specs_for(wh, thinking, [p["task_id"] for p in records]) if condition == "model_spec" else {}
+    specs = _specs_for(model_specs, thinking, [p["task_id"] for p in records]) if condition == "model_spec" else {}
     skipped = pd.DataFrame(columns=["task_id", "problem_idx", "error", "created_at"])
     if condition == "model_spec":
-        problems, skipped = _without_empty_specs(wh, thinking, problems)
+        problems, skipped = _without_empty_specs(model_specs, thinking, problems)
         records = problems.to_dict("records")
     template = prompts.load_template(prompts.TEST_TEMPLATE)
     rendered = [prompts.generation_prompt(p, condition, specs.get(p["task_id"]), template) for p in records]
@@ -249,7 +260,8 @@ def test_generations(
         df = pd.concat([df, skipped], ignore_index=True).sort_values("problem_idx", kind="stable")
     df.insert(0, "thinking", thinking)
     df.insert(0, "condition", condition)
-    wh.replace_rows("test_generations", df, where={"condition": condition, "thinking": thinking})
     metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking))
     metadata["empty_model_specs"] = len(skipped)
-    return MaterializeResult(metadata=metadata, check_results=[thinking_check("test_generations", thinking, results)])
+    # the partition's rows are replaced by the IO manager (one transaction)
+    return MaterializeResult(value=df, metadata=metadata,
+                             check_results=[thinking_check("test_generations", thinking, results)])

@@ -10,9 +10,10 @@ from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
     AssetExecutionContext,
+    AssetIn,
     Config,
-    MaterializeResult,
     MetadataValue,
+    Output,
     asset,
     asset_check,
 )
@@ -21,9 +22,9 @@ from evalmislead_assets import mutation
 from evalmislead_assets import mutation_scoring as ms
 from evalmislead_assets.assets.execution import ExecutionConfig, make_sandbox
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
-from evalmislead_assets.problems import study_problems
+from evalmislead_assets.problems import study_problems_from
 from evalmislead_assets.sandbox import TEST_TIMEOUT_S, Isolation
-from evalmislead_assets.storage import WarehouseResource
+from evalmislead_assets.resources import WarehouseResource
 from evalmislead_assets.validation import ORACLE_TIMEOUT_S
 
 GROUP = "mutation"
@@ -56,26 +57,30 @@ def _note(iso: Optional[Isolation]) -> str:
 
 
 @asset(
-    group_name=GROUP, deps=["problems", "problem_validation"], code_version=CODE_VERSION,
+    group_name=GROUP, code_version=CODE_VERSION,
+    ins={"problems": AssetIn(), "problem_validation": AssetIn(metadata={"columns": ["task_id", "valid"]})},
     description="Mutants of each validated problem's fixed function (AST operators, body of the function under "
                 "test only, capped per problem with a seeded sample), with the dataset oracle's verdict: a mutant "
                 "the oracle does not kill is flagged likely_equivalent.",
 )
-def mutants(context: AssetExecutionContext, config: MutantsConfig, warehouse: WarehouseResource) -> MaterializeResult:
+def mutants(
+    context: AssetExecutionContext, config: MutantsConfig, warehouse: WarehouseResource, problems: pd.DataFrame,
+    problem_validation: pd.DataFrame,
+) -> Output[pd.DataFrame]:
     wh = warehouse.get()
-    problems = study_problems(wh)
+    problems = study_problems_from(problems, problem_validation)
     start = time.monotonic()
     df, notes = ms.build_mutants(problems, config.cap, config.seed, config.oracle_timeout_s, config.workers)
     wall = time.monotonic() - start
     for n in notes:
         context.log.warning(f"no mutants: {n}")
     # rows of problems outside this run's subset stay; those of the problems mutated now are replaced
-    kept = wh.query_df("SELECT * FROM mutants")
+    kept = wh.read_table("mutants", read_only=True)
     kept = kept[~kept["task_id"].isin(problems["task_id"])]
-    wh.replace_rows("mutants", pd.concat([kept, df], ignore_index=True) if len(kept) else df)
+    stored = pd.concat([kept, df], ignore_index=True) if len(kept) else df  # the whole table, via the IO manager
     per_op = df.groupby("operator").agg(mutants=("mutant_id", "size"), likely_equivalent=("likely_equivalent", "sum"))
     sampled = df.drop_duplicates("task_id")
-    return MaterializeResult(metadata={
+    return Output(stored, metadata={
         "problems": int(df["task_id"].nunique()),
         "mutants": len(df),
         "likely_equivalent": int(df["likely_equivalent"].sum()),
@@ -88,23 +93,27 @@ def mutants(context: AssetExecutionContext, config: MutantsConfig, warehouse: Wa
 
 
 @asset(
-    group_name=GROUP, partitions_def=condition_thinking_partitions, deps=["generated_tests", mutants],
+    group_name=GROUP, partitions_def=condition_thinking_partitions,
+    ins={"generated_tests": AssetIn(metadata={
+        "columns": ["task_id", "problem_idx", "source", "test_ids", "n_tests"], "order_by": "problem_idx"}),
+        "mutants": AssetIn(metadata={
+            "columns": ["task_id", "mutant_id", "operator", "mutant_code", "likely_equivalent"],
+            "order_by": "task_id, mutant_id"}),
+        "problems": AssetIn(metadata={"columns": ["task_id", "fixed_code"]})},
     code_version=CODE_VERSION,
     description="Per generated test file: its passing tests (on the fixed version) run against every mutant of "
                 "its problem in the sandbox; killed mutants and the mutation score (killed non-equivalent / "
                 "non-equivalent; NULL when not estimable). Per-mutant rows in mutant_kills.",
 )
-def mutation_scores(context: AssetExecutionContext, config: MutationConfig,
-                    warehouse: WarehouseResource) -> MaterializeResult:
+def mutation_scores(
+    context: AssetExecutionContext, config: MutationConfig, warehouse: WarehouseResource,
+    generated_tests: pd.DataFrame, mutants: pd.DataFrame, problems: pd.DataFrame,
+) -> Output[pd.DataFrame]:
     condition, thinking = split_key(context.partition_key)
-    wh = warehouse.get()
-    generated = wh.query_df(
-        "SELECT task_id, problem_idx, source, test_ids, n_tests FROM generated_tests "
-        "WHERE condition = ? AND thinking = ? AND n_tests > 0 ORDER BY problem_idx", [condition, thinking])
-    muts = wh.query_df("SELECT task_id, mutant_id, operator, mutant_code, likely_equivalent FROM mutants "
-                       "WHERE task_id IN (SELECT task_id FROM generated_tests WHERE condition = ? AND thinking = ? "
-                       "AND n_tests > 0) ORDER BY task_id, mutant_id", [condition, thinking])
-    problems = wh.query_df("SELECT task_id, fixed_code FROM problems").set_index("task_id")
+    wh = warehouse.get()  # the side table mutant_kills
+    generated = generated_tests[generated_tests["n_tests"] > 0].reset_index(drop=True)  # this partition's files
+    muts = mutants[mutants["task_id"].isin(set(generated["task_id"]))].reset_index(drop=True)
+    problems = problems.set_index("task_id")
     if generated.empty:
         context.log.warning(f"generated_tests has no file with tests for {condition}|{thinking}")
     without = sorted(set(generated["task_id"]) - set(muts["task_id"]))
@@ -115,11 +124,11 @@ def mutation_scores(context: AssetExecutionContext, config: MutationConfig,
     scores, kills, run = ms.build_scores(generated, muts, problems, sandbox, config.mutant_timeout_s)
     wall = time.monotonic() - start
     where = {"condition": condition, "thinking": thinking}
-    wh.replace_rows("mutation_scores", scores.assign(**where), where=where)
+    # mutant_kills through the warehouse; mutation_scores itself through the IO manager
     wh.replace_rows("mutant_kills", kills.assign(**where), where=where)
     summ = ms.summary(scores.assign(**where))
     first = summ.iloc[0] if len(summ) else None
-    return MaterializeResult(metadata={
+    return Output(scores.assign(**where), metadata={
         "files": len(scores),
         "files_estimable": int(scores["mutation_score"].notna().sum()),
         "pooled_score": None if first is None or pd.isna(first["pooled_score"]) else round(float(first["pooled_score"]), 4),

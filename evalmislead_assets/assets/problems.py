@@ -2,11 +2,13 @@
 
 import time
 
+import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetExecutionContext,
-    MaterializeResult,
+    AssetIn,
     MetadataValue,
+    Output,
     asset,
     asset_check,
 )
@@ -16,10 +18,9 @@ from evalmislead_assets import validation
 from evalmislead_assets.resources import WarehouseResource
 
 @asset(group_name="problems", description="HumanEvalPack Python: 164 problems with buggy and fixed versions.")
-def problems(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+def problems(context: AssetExecutionContext) -> Output[pd.DataFrame]:
     df = problem_data.load_problems()
-    warehouse.get().replace_rows("problems", df)
-    return MaterializeResult(metadata={
+    return Output(df, metadata={
         "rows": len(df),
         "source_sha256": problem_data.DATA_SHA256,
         "licence": MetadataValue.path(str(problem_data.LICENSE_FILE)),
@@ -27,19 +28,16 @@ def problems(context: AssetExecutionContext, warehouse: WarehouseResource) -> Ma
     })
 
 @asset(
-    group_name="problems", deps=[problems],
+    group_name="problems", ins={"problems": AssetIn(metadata={"order_by": "problem_idx"})},
     description="The dataset's own oracle on both versions: every buggy version must fail, every fixed one pass.",
 )
-def problem_validation(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
-    wh = warehouse.get()
-    df = wh.read_table("problems", order_by="problem_idx")
+def problem_validation(context: AssetExecutionContext, problems: pd.DataFrame) -> Output[pd.DataFrame]:
     start = time.monotonic()
-    result = validation.validate(df)
+    result = validation.validate(problems)
     wall = time.monotonic() - start
-    wh.replace_rows("problem_validation", result)
     excluded = result[~result["valid"]]
     context.log.info(f"validated {len(result)} problems in {wall:.1f} s; {len(excluded)} excluded")
-    return MaterializeResult(metadata={
+    return Output(result, metadata={
         "problems": len(result),
         "valid_pairs": int(result["valid"].sum()),
         "excluded": MetadataValue.json(excluded["task_id"].tolist()),

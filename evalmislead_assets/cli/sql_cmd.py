@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.csv:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows([[_plain(v) for v in r] for r in rows])
+        writer.writerows([[_csv(v) for v in r] for r in rows])
     elif args.json:
         json.dump([dict(zip(columns, (_plain(v) for v in r))) for r in rows], out, default=str, ensure_ascii=False)
         out.write("\n")
@@ -129,6 +129,12 @@ def _plain(v: Any) -> Any:
     if isinstance(v, (bytes, bytearray)):
         return v.hex()
     return v
+
+
+def _csv(v: Any) -> Any:
+    """A CSV cell: a list (e.g. generated_tests.test_ids, VARCHAR[]) as a JSON array."""
+    v = _plain(v)
+    return json.dumps(v, default=str, ensure_ascii=False) if isinstance(v, (list, dict)) else v
 
 
 def _cell(v: Any, width: int) -> str:

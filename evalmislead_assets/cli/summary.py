@@ -74,7 +74,9 @@ def worked_example(wh: Warehouse) -> list[str]:
     if row.empty:
         return ["Worked example: no executed test is stored yet."]
     x = row.iloc[0]
-    kind = "a misleading test" if x["outcome"] == "misleading" else f"no misleading test stored; a {x['outcome']} test"
+    cell = str(x["outcome"]).replace("_", " ")
+    article = "an" if cell[:1] in "aeiou" else "a"
+    kind = "a misleading test" if cell == "misleading" else f"no misleading test stored; {article} {cell} test"
     out = [f"Worked example ({kind}): {x['task_id']} `{x['entry_point']}`, condition {x['condition']}, "
            f"thinking {x['thinking']}, test {x['test_id']}"]
     body = test_body(x["source"], x["test_id"])

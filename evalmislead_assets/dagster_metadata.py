@@ -1,0 +1,33 @@
+"""Dagster metadata from the static table registry (schema.py), for asset definitions and the IO manager.
+
+``column_schema_metadata("generated_tests")`` -> ``{"dagster/column_schema": TableSchema(...)}``: put it
+into an asset's ``metadata=`` (definition time) or an output's metadata, and the UI shows the table's
+columns, types and descriptions. schema.py itself stays free of Dagster.
+"""
+
+from __future__ import annotations
+
+from dagster import TableColumn, TableColumnConstraints, TableSchema
+
+from evalmislead_assets import schema
+
+COLUMN_SCHEMA_KEY = "dagster/column_schema"
+
+
+def table_schema(table: str) -> TableSchema:
+    """The registry's columns of ``table`` as a Dagster TableSchema (types in lower-case DuckDB spelling)."""
+    keys = {c.name for c in schema.SPECS[table].columns if "PRIMARY KEY" in c.type}
+    return TableSchema(columns=[
+        TableColumn(name=name, type=typ.lower(), description=description or None,
+                    constraints=TableColumnConstraints(nullable=False, unique=True) if name in keys else None)
+        for name, typ, description in schema.column_schema(table)
+    ])
+
+
+def column_schema_metadata(table: str) -> dict[str, TableSchema]:
+    return {COLUMN_SCHEMA_KEY: table_schema(table)}
+
+
+def asset_description(table: str) -> str:
+    """The registry's one-line description of the table (same name as its asset)."""
+    return schema.table_description(table)

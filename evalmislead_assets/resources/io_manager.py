@@ -1,0 +1,139 @@
+"""The `io_manager` resource: asset DataFrames stored in and loaded from the study's DuckDB tables.
+
+The idea of dagster-duckdb's IO manager (one table per asset, a partition = the rows whose
+partition columns hold its key), on our `Warehouse` instead of its connection handling:
+
+* one short transaction per write, with the warehouse's lock retry (generation commits each
+  answer as it arrives, so the file is never locked for long);
+* loads open the file **read-only**: any number of readers run side by side and none asks for
+  the write lock (dagster-duckdb opens read-write even to load an input);
+* frames are written by column *name*, conformed to the table's columns in `schema.TABLES`.
+
+Partitions map to columns by dimension name: a condition x thinking key fills/filters
+``condition`` and ``thinking``; a one-dimension key (``model_specs``: thinking) uses the
+asset's ``partition_expr`` metadata, else the dimension's name (`thinking`/`condition`).
+``handle_output`` replaces exactly the output partition's rows (the whole table for an
+unpartitioned asset) in one transaction, so an empty frame clears the partition.
+``load_input`` reads the upstream table filtered to the mapped upstream partitions when the
+downstream step is partitioned (e.g. `model_specs[on]` for `test_generations[model_spec|on]`),
+and every row when the downstream asset is unpartitioned. Input metadata ``columns`` (a
+projection) and ``order_by`` are honoured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+import pandas as pd
+from dagster import (
+    ConfigurableIOManager,
+    InputContext,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
+    OutputContext,
+    PartitionsDefinition,
+)
+
+from evalmislead_assets import settings
+from evalmislead_assets.partitions import condition_partitions, thinking_partitions
+from evalmislead_assets.schema import TABLES
+from evalmislead_assets.storage import Warehouse
+
+# one-dimension partitions definitions -> their column (when the asset names no partition_expr)
+_SINGLE_DIMENSION_COLUMNS: list[tuple[PartitionsDefinition, str]] = [
+    (thinking_partitions, "thinking"), (condition_partitions, "condition"),
+]
+
+
+def partition_columns(
+    partitions_def: Optional[PartitionsDefinition], key: Any, metadata: Optional[Mapping[str, Any]] = None
+) -> dict[str, str]:
+    """The column values that select one partition's rows, e.g. {'condition': 'buggy_code', 'thinking': 'off'}."""
+    if isinstance(partitions_def, MultiPartitionsDefinition):
+        mkey = key if isinstance(key, MultiPartitionKey) else partitions_def.get_partition_key_from_str(str(key))
+        return {dim: str(value) for dim, value in mkey.keys_by_dimension.items()}
+    expr = (metadata or {}).get("partition_expr")
+    if isinstance(expr, str) and expr:
+        return {expr: str(key)}
+    for known, column in _SINGLE_DIMENSION_COLUMNS:
+        if partitions_def == known:
+            return {column: str(key)}
+    raise ValueError(f"no column for partition key {key!r}; give the asset metadata partition_expr='<column>'")
+
+
+def table_columns(table: str) -> list[str]:
+    if table not in TABLES:
+        raise ValueError(f"asset {table!r} has no table in schema.TABLES; register it there")
+    return [c for c, _ in TABLES[table]]
+
+
+def conform(table: str, df: pd.DataFrame, partition: Optional[Mapping[str, str]] = None) -> pd.DataFrame:
+    """``df`` with exactly the table's columns in its order: partition columns filled from the key (a row
+    of another partition is an error), missing columns NULL, an unknown column an error."""
+    columns = table_columns(table)
+    extra = [c for c in df.columns if c not in columns]
+    if extra:
+        raise ValueError(f"columns {extra} are not in table {table}; add them to schema.TABLES")
+    out = df.copy()
+    for column, value in (partition or {}).items():
+        if column in out.columns and len(out):
+            other = out[column].dropna()
+            other = other[other.astype(str) != value]
+            if len(other):
+                raise ValueError(f"{table}: rows of {column}={other.iloc[0]!r} in the output of partition "
+                                 f"{column}={value!r}")
+        out[column] = value
+    return out.reindex(columns=columns)
+
+
+class WarehouseIOManager(ConfigurableIOManager):
+    """Asset outputs as rows of the study's DuckDB file (EVALMISLEAD_DB when path is empty), by partition."""
+
+    path: str = ""
+    lock_timeout_s: float = 1800.0
+
+    def warehouse(self) -> Warehouse:
+        return Warehouse(self.path or settings.db_path(), self.lock_timeout_s)
+
+    # ------------------------------------------------------------------ writes
+
+    def handle_output(self, context: OutputContext, obj: Any) -> None:
+        if obj is None:  # an asset that stored its rows itself
+            return
+        if not isinstance(obj, pd.DataFrame):
+            raise TypeError(f"{context.asset_key.to_user_string()}: the warehouse IO manager stores DataFrames, "
+                            f"got {type(obj).__name__}")
+        table = context.asset_key.path[-1]
+        wheres: Optional[list[dict[str, str]]] = None
+        fill: Optional[dict[str, str]] = None
+        if context.has_asset_partitions:
+            metadata = context.definition_metadata or {}
+            wheres = [partition_columns(context.asset_partitions_def, k, metadata)
+                      for k in context.asset_partition_keys]
+            fill = wheres[0] if len(wheres) == 1 else None  # several keys: the rows carry their own
+        df = conform(table, obj, fill)
+        self.warehouse().replace_partitions(table, df, wheres)
+        context.add_output_metadata({"table": table, "dagster/row_count": len(df)})
+
+    # ------------------------------------------------------------------ reads
+
+    def load_input(self, context: InputContext) -> pd.DataFrame:
+        table = context.asset_key.path[-1]
+        metadata = context.definition_metadata or {}
+        columns: Sequence[str] = metadata.get("columns") or table_columns(table)
+        clause, params = "", []
+        # a partitioned step reads the upstream partitions mapped to its own; an unpartitioned one reads all
+        if context.has_asset_partitions and context.has_partition_key:
+            upstream_meta = (context.upstream_output.definition_metadata
+                             if context.upstream_output is not None else None) or {}
+            keys = [partition_columns(context.asset_partitions_def, k, upstream_meta)
+                    for k in context.asset_partition_keys]
+            ors = []
+            for key in keys:
+                ors.append("(" + " AND ".join(f"{c} = ?" for c in key) + ")")
+                params.extend(key.values())
+            clause = " WHERE " + (" OR ".join(ors) if ors else "false")
+        order = f" ORDER BY {metadata['order_by']}" if metadata.get("order_by") else ""
+        sql = f"SELECT {', '.join(columns)} FROM {table}{clause}{order}"
+        return self.warehouse().query_df(sql, params, read_only=True)

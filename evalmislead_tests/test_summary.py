@@ -1,0 +1,79 @@
+"""What `evalmislead run` prints at the end, from stored rows: rates, comparisons, a worked example."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from evalmislead_assets.cli import summary
+from evalmislead_assets.storage import Warehouse
+
+SOURCE = """from solution import get_positive
+
+
+def test_keeps_negatives():
+    assert get_positive([-1, 2]) == [-1]
+
+
+def test_empty():
+    assert get_positive([]) == []
+"""
+
+
+def _rates(n_tests: int, n_misleading: int) -> dict:
+    rate = n_misleading / n_tests if n_tests else float("nan")
+    return {"condition": "buggy_code", "thinking": "off", "n_answers": 2, "n_tests": n_tests,
+            "n_misleading": n_misleading, "n_effective": 0, "n_both_pass": n_tests - n_misleading, "n_both_fail": 0,
+            "misleading_rate": rate, "effective_rate": 0.0 if n_tests else float("nan"),
+            "misleading_ci_low": 0.1 if n_tests else float("nan"), "misleading_ci_high": 0.9 if n_tests else float("nan"),
+            "effective_ci_low": 0.0 if n_tests else float("nan"), "effective_ci_high": 0.0 if n_tests else float("nan")}
+
+
+def test_a_condition_without_tests_is_not_estimable_never_zero() -> None:
+    table = summary.rates_table(pd.DataFrame([_rates(0, 0), _rates(4, 2) | {"condition": "fixed_code"}]))
+    empty, full = table.iloc[0], table.iloc[1]
+    assert empty["misleading rate [CI]"] == empty["effective rate [CI]"] == summary.NOT_ESTIMABLE
+    assert full["misleading rate [CI]"] == "50.0 % (2/4) [10.0, 90.0]"
+
+
+def test_a_comparison_with_a_side_without_tests_is_not_estimable() -> None:
+    comp = pd.DataFrame([
+        {"comparison_id": 3, "thinking": "off", "metric": "misleading_rate", "condition_a": "model_spec",
+         "condition_b": "buggy_code", "estimate": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
+         "n_tests_a": 0, "n_tests_b": 8, "verdict": "not estimable (0 tests in model_spec)"},
+        {"comparison_id": 1, "thinking": "off", "metric": "misleading_rate", "condition_a": "buggy_code",
+         "condition_b": "fixed_code", "estimate": 0.25, "ci_low": 0.05, "ci_high": 0.5, "n_tests_a": 8,
+         "n_tests_b": 8, "verdict": "difference"},
+    ])
+    table = summary.comparisons_table(comp)
+    assert table.iloc[0]["difference, points [CI]"] == "not estimable"
+    assert table.iloc[1]["difference, points [CI]"] == "+25.0 [+5.0, +50.0]"
+
+
+def test_worked_example_prefers_a_misleading_test_and_shows_its_assertion(seeded_warehouse: Warehouse) -> None:
+    wh = seeded_warehouse
+    wh.replace_rows("generated_tests", pd.DataFrame([
+        {"condition": c, "thinking": "off", "task_id": "Python/30", "problem_idx": 30, "source": SOURCE,
+         "n_tests": 2, "import_ok": True} for c in ("buggy_code", "fixed_code")]))
+    rows = [("buggy_code", "test_empty", "passed", "passed", "both_pass"),
+            ("fixed_code", "test_empty", "passed", "passed", "both_pass")]
+    outcomes = pd.DataFrame([{"condition": c, "thinking": "off", "task_id": "Python/30", "problem_idx": 30,
+                              "test_id": t, "buggy_status": b, "fixed_status": f, "outcome": o}
+                             for c, t, b, f, o in rows])
+    wh.replace_rows("test_outcomes", outcomes)
+    first = summary.worked_example(wh)
+    assert "no misleading test stored; a both pass test" in first[0]
+    wh.append_rows("test_outcomes", pd.DataFrame([{
+        "condition": "buggy_code", "thinking": "off", "task_id": "Python/30", "problem_idx": 30,
+        "test_id": "test_keeps_negatives", "buggy_status": "passed", "fixed_status": "failed", "outcome": "misleading"}]))
+    lines = summary.worked_example(wh)
+    assert "a misleading test" in lines[0] and "Python/30" in lines[0] and "test_keeps_negatives" in lines[0]
+    assert "assert get_positive([-1, 2]) == [-1]" in "\n".join(lines)
+    assert "buggy version: passed; on the fixed version: failed -> misleading" in lines[-1]
+
+
+def test_summary_of_an_empty_database_says_so(tmp_path) -> None:
+    wh = Warehouse(tmp_path / "empty.duckdb")
+    wh.ensure_schema()
+    lines = summary.summary_lines(wh.path, [tmp_path / "report.md"])
+    assert any("no executed test is stored yet" in ln for ln in lines)
+    assert not any("report at" in ln for ln in lines)
