@@ -183,11 +183,15 @@ def test_whole_analysis_chain_to_the_report(wh):
 DEFS = '''
 from dagster import Definitions
 from evalmislead_assets.assets import analysis
+from dagster import AssetSpec
+from evalmislead_assets.partitions import condition_thinking_partitions
 from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
-from evalmislead_tests.stored import with_stored
 
+# the upstream tables are only stored (the test wrote them): specs loaded by the IO manager
+stored = [AssetSpec(t, partitions_def=condition_thinking_partitions)
+          for t in ("test_outcomes", "test_generations", "generated_tests")]
 defs = Definitions(
-    assets=with_stored([analysis.condition_rates, analysis.bootstrap_comparisons]),
+    assets=[analysis.condition_rates, analysis.bootstrap_comparisons, *stored],
     resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(), "judge_llm": LLMResource()},
 )
 '''
