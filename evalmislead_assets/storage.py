@@ -135,17 +135,7 @@ class Warehouse:
 
     def replace_rows(self, table: str, df: pd.DataFrame, where: Mapping[str, Any] | None = None) -> int:
         """Delete the rows matching ``where`` (all rows if None) and insert ``df``, in one transaction."""
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                clause, params = _where(where)
-                con.execute(f"DELETE FROM {table}{clause}", params)
-                _insert(con, table, df)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-        return len(df)
+        return self.replace_partitions(table, df, None if where is None else [where])
 
     def append_rows(self, table: str, df: pd.DataFrame) -> int:
         with self.connect() as con:

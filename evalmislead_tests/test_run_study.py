@@ -31,12 +31,18 @@ def test_bad_setting_is_one_line_and_exit_2(tmp_path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_main_job_on_the_bundled_coder_model_shows_the_study(tmp_path) -> None:
-    """The README's first command on the embedded default: real tests, executed, classified, reported."""
-    env = _env(tmp_path) | {"EVALMISLEAD_MAX_TOKENS_OFF": "384"}
+    """The README's first command on the embedded default: real tests, executed, classified, reported.
+
+    One problem (task 2, whose answers fit the demo's cap in every primary condition), the demo's
+    768-token cap, a one-answer probe and a short judge cap keep it to a few minutes on 2 cores.
+    """
+    env = _env(tmp_path) | {"EVALMISLEAD_PROBLEMS": "2", "EVALMISLEAD_MAX_TOKENS_OFF": "768",
+                            "EVALMISLEAD_PROBE_N": "1", "EVALMISLEAD_JUDGE_MAX_TOKENS": "64"}
     proc = subprocess.run(
         [sys.executable, "-m", "evalmislead_assets.cli", "run", "--conditions", "buggy_code,fixed_code,model_spec"],
-        env=env, capture_output=True, text=True, timeout=840,
+        env=env, capture_output=True, text=True, timeout=1500,
     )
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
@@ -44,7 +50,7 @@ def test_main_job_on_the_bundled_coder_model_shows_the_study(tmp_path) -> None:
     gens = con.execute("SELECT condition, thinking, task_id, model, json_extract(request_json, '$.max_tokens')::INT "
                        "FROM test_generations ORDER BY condition").fetchall()
     model = "Qwen2.5-Coder-0.5B-Instruct-Q4_K_M"
-    assert gens == [(c, "off", "Python/30", model, 384) for c in ("buggy_code", "fixed_code", "model_spec")]
+    assert gens == [(c, "off", "Python/2", model, 768) for c in ("buggy_code", "fixed_code", "model_spec")]
     # the coder model writes tests that run: every primary condition has executed tests
     executed = dict(con.execute("SELECT condition, count(*) FROM test_outcomes GROUP BY condition").fetchall())
     assert set(executed) == {"buggy_code", "fixed_code", "model_spec"} and min(executed.values()) > 0, executed

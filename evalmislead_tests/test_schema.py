@@ -142,3 +142,18 @@ def test_migrate_converts_json_text_and_list_text(tmp_path) -> None:
     assert [stored_test_ids(v) for v in df["test_ids"]] == [IDS, [], [], IDS]
     with duckdb.connect(str(path)) as con:
         assert schema.migrate(con) == []  # a second run has nothing to do
+
+
+def test_every_table_asset_shows_its_columns_in_the_ui() -> None:
+    """The registry is emitted as Dagster column metadata on every asset that is a table."""
+    from dagster import AssetKey
+
+    from evalmislead_assets import schema
+    from evalmislead_assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    table_assets = [k for k in graph.get_all_asset_keys() if k.path[-1] in schema.TABLES]
+    assert AssetKey("test_outcomes") in table_assets and len(table_assets) >= 15
+    for key in table_assets:
+        cols = graph.get(key).metadata["dagster/column_schema"].columns
+        assert [c.name for c in cols] == [name for name, _ in schema.TABLES[key.path[-1]]]
