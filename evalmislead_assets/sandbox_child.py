@@ -25,6 +25,7 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
+from evalmislead_assets import settings
 from evalmislead_assets.sandbox import MODULE_UNDER_TEST, TEST_FILE, scrubbed_env
 from evalmislead_assets.sandbox_ipc import write_line
 from evalmislead_assets.sandbox_isolation import PR_SET_NO_NEW_PRIVS, prctl
@@ -83,8 +84,7 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
         os.closerange(3, low)
         os.closerange(low + 1, high)
         os.closerange(high + 1, 1 << 16)
-        os.environ.clear()
-        os.environ.update(scrubbed_env(workdir))
+        settings.replace_environment(scrubbed_env(workdir))
         tempfile.tempdir = workdir
         os.chdir(workdir)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # oversized writes raise OSError instead of killing
@@ -167,7 +167,7 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
         os.dup2(out, 1)
         os.dup2(out, 2)
         os.close(out)
-        os.environ["HOME"] = os.environ["TMPDIR"] = testdir
+        settings.replace_environment(scrubbed_env(testdir))
         tempfile.tempdir = testdir
         os.chdir(testdir)
         cpu = int(limits.timeout_s) + 2

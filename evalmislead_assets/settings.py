@@ -210,3 +210,12 @@ class Settings:
 
 def load() -> Settings:
     return Settings(db_path(), problem_subset(), max_tokens("off"), max_tokens("on"), llm_urls())
+
+
+def replace_environment(env: dict[str, str]) -> None:
+    """Replace this process's environment (the sandbox's test processes run with a scrubbed one).
+
+    The environment is read and written only in this module, so a grep for it finds every use.
+    """
+    os.environ.clear()
+    os.environ.update(env)

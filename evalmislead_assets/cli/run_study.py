@@ -142,7 +142,7 @@ class Progress:
         elapsed = time.monotonic() - self.start
         eta = elapsed / done * (self.total - done) if done else float("nan")
         print(f"evalmislead: progress after {label}: {done}/{self.total} answers stored, {tokens} new tokens in "
-              f"{elapsed:.0f} s ({tokens / max(elapsed, 1e-9):.1f} tok/s), ETA {eta / 60:.1f} min", flush=True)
+              f"{elapsed:.0f} s ({tokens / max(elapsed, 1e-9):.1f} tok/s), remaining answers ETA {eta / 60:.1f} min", flush=True)
 
 
 def _first_failure(result: object) -> str:
