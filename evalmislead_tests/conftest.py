@@ -20,7 +20,9 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (ServerError): it is never skipped.
     """
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    server = EmbeddedServer(parallel=2, ctx_per_slot=2048, log_path=log, model=smollm2_model()).start()
+    # One thread: it runs beside other tests (and the coder model's server) on 2 cores, where a
+    # 2-thread llama.cpp loses most of its speed to barrier waits whenever a thread is descheduled.
+    server = EmbeddedServer(parallel=2, ctx_per_slot=2048, log_path=log, model=smollm2_model(), threads=1).start()
     try:
         yield server.url
     finally:

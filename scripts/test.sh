@@ -9,4 +9,4 @@ cd "$ROOT"
 export EVALMISLEAD_ARTIFACTS="${EVALMISLEAD_ARTIFACTS:-$ROOT/artifacts}"
 mkdir -p "$EVALMISLEAD_ARTIFACTS"
 exec .venv/bin/python -m pytest -p no:cacheprovider -n "${EVALMISLEAD_TEST_WORKERS:-2}" --dist loadfile \
-  --timeout 900 "$@"
+  --timeout 900 --durations=12 "$@"
