@@ -7,7 +7,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, Output, asset
 
 from evalmislead_assets import coverage_analysis
-from evalmislead_assets.assets.execution import ExecutionConfig, make_sandbox
+from evalmislead_assets.assets.execution import ExecutionConfig, make_sandbox, warn_if_degraded
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 
 
@@ -31,9 +31,7 @@ def test_coverage(
     start = time.monotonic()
     df = coverage_analysis.build_test_coverage(generated, problems, sandbox)
     wall = time.monotonic() - start
-    iso = sandbox.isolation
-    if iso is not None and iso.missing():
-        context.log.warning(f"sandbox ran without {', '.join(iso.missing())}; the other limits still applied")
+    warn_if_degraded(context, sandbox)
     summary = {
         f"{col}_{v}": _mean(df.loc[df["version"] == v, col]) for v in ("fixed", "buggy")
         for col in ("line_coverage", "branch_coverage")

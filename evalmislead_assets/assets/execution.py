@@ -20,7 +20,7 @@ from evalmislead_assets import scoring, settings
 from evalmislead_assets.collection import CollectRequest, collect_modules, stored_test_ids
 from evalmislead_assets.extraction import defined_names, extract
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
-from evalmislead_assets.sandbox import TEST_TIMEOUT_S, Limits, Sandbox
+from evalmislead_assets.sandbox import TEST_TIMEOUT_S, Isolation, Limits, Sandbox
 from evalmislead_assets.resources import WarehouseResource
 
 GROUP = "execution"
@@ -119,14 +119,15 @@ def _str(x: Any) -> str:
     return "" if x is None or (not isinstance(x, str) and pd.isna(x)) else str(x)
 
 
-def _warn_if_degraded(context: AssetExecutionContext, sandbox: Sandbox) -> None:
+def warn_if_degraded(context: AssetExecutionContext, sandbox: Sandbox) -> None:
+    """One warning per step that ran tests without part of the OS isolation (shared by every sandbox asset)."""
     if sandbox.isolation is not None and sandbox.isolation.missing():
-        context.log.warning(f"sandbox ran {_isolation_note(sandbox)}; time, memory, file, process and output "
-                            "limits still applied")
+        context.log.warning(f"sandbox ran {isolation_note(sandbox.isolation)}; time, memory, file, process and "
+                            "output limits still applied")
 
 
-def _isolation_note(sandbox: Sandbox) -> str:
-    iso = sandbox.isolation
+def isolation_note(iso: Optional[Isolation]) -> str:
+    """The isolation a batch got, for the UI metadata."""
     if iso is None:
         return "no test ran"
     missing = iso.missing()
@@ -158,7 +159,7 @@ def generated_tests(
     start = time.monotonic()
     df = build_generated_tests(generations, problems.set_index("task_id"), sandbox)
     wall = time.monotonic() - start
-    _warn_if_degraded(context, sandbox)
+    warn_if_degraded(context, sandbox)
     has_source = df["source"].notna()
     truncated = df["finish_reason"] == "length"
     how = df["extraction"].str.split(";").str[0].value_counts().to_dict()
@@ -172,7 +173,7 @@ def generated_tests(
         "truncated": int(truncated.sum()),
         "truncated_zero_tests": int((truncated & (df["n_tests"] == 0)).sum()),
         "extraction": MetadataValue.md(_md_table(how, ("how", "answers"))),
-        "sandbox": _isolation_note(sandbox),
+        "sandbox": isolation_note(sandbox.isolation),
         "wall_s": round(wall, 2),
     })
 
@@ -196,7 +197,7 @@ def test_outcomes(
     start = time.monotonic()
     df = build_test_outcomes(generated, problems.set_index("task_id"), sandbox)
     wall = time.monotonic() - start
-    _warn_if_degraded(context, sandbox)
+    warn_if_degraded(context, sandbox)
     counts = scoring.cell_counts(df["outcome"])
     rates = scoring.cell_rates(counts)
     statuses = {
@@ -211,7 +212,7 @@ def test_outcomes(
         **{f"{k}_rate": round(v, 4) for k, v in rates.items()},
         "problems_with_effective_test": int(effective_problems),
         "statuses": MetadataValue.md(_md_table(statuses, ("version:status", "tests"))),
-        "sandbox": _isolation_note(sandbox),
+        "sandbox": isolation_note(sandbox.isolation),
         "wall_s": round(wall, 2),
         "runs_per_s": round(runs / wall, 1) if wall > 0 and runs else 0.0,
     })

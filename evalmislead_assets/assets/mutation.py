@@ -20,10 +20,10 @@ from dagster import (
 
 from evalmislead_assets import mutation
 from evalmislead_assets import mutation_scoring as ms
-from evalmislead_assets.assets.execution import ExecutionConfig, make_sandbox
+from evalmislead_assets.assets.execution import ExecutionConfig, isolation_note, make_sandbox
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 from evalmislead_assets.problems import study_problems_from
-from evalmislead_assets.sandbox import TEST_TIMEOUT_S, Isolation
+from evalmislead_assets.sandbox import TEST_TIMEOUT_S
 from evalmislead_assets.resources import WarehouseResource
 from evalmislead_assets.validation import ORACLE_TIMEOUT_S
 
@@ -46,14 +46,6 @@ class MutationConfig(Config):
     workers: Optional[int] = None  # parallel zygotes; None: EVALMISLEAD_SANDBOX_WORKERS or the number of CPUs
     timeout_s: float = TEST_TIMEOUT_S  # per test against the fixed version (and slow tests against mutants)
     mutant_timeout_s: float = ms.MUTANT_TIMEOUT_S  # per test against a mutant; over it counts as a kill
-
-
-def _note(iso: Optional[Isolation]) -> str:
-    if iso is None:
-        return "no test ran"
-    missing = iso.missing()
-    return "full (no network, read-only filesystem, PID namespace, own uid)" if not missing else \
-        "without " + ", ".join(missing)
 
 
 @asset(
@@ -137,7 +129,7 @@ def mutation_scores(
         "mutant_runs": len(kills),
         "test_runs": run.runs,
         "files_without_mutants": MetadataValue.json(without),
-        "sandbox": _note(run.isolation),
+        "sandbox": isolation_note(run.isolation),
         "wall_s": round(wall, 2),
         "runs_per_s": round(run.runs / wall, 1) if wall > 0 and run.runs else 0.0,
     })
