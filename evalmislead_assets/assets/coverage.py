@@ -7,7 +7,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, Output, asset
 
 from evalmislead_assets import coverage_analysis
-from evalmislead_assets.assets.execution import ExecutionConfig, make_sandbox, warn_if_degraded
+from evalmislead_assets.assets.execution import PROBLEMS_IN, ExecutionConfig, make_sandbox, warn_if_degraded
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 
 
@@ -15,7 +15,7 @@ from evalmislead_assets.partitions import condition_thinking_partitions, split_k
     group_name="execution", partitions_def=condition_thinking_partitions,
     ins={"generated_tests": AssetIn(metadata={
         "columns": ["task_id", "problem_idx", "source", "test_ids", "n_tests"], "order_by": "problem_idx"}),
-        "problems": AssetIn(metadata={"columns": ["task_id", "entry_point", "buggy_code", "fixed_code"]})},
+        "problems": PROBLEMS_IN},
     description="Line and branch coverage (coverage.py, in the sandbox) of the function under test by each generated "
                 "test file, on the buggy and on the fixed version; failing tests count the lines they ran.",
 )

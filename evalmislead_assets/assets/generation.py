@@ -21,6 +21,7 @@ from dagster import (
 
 from evalmislead_assets import problems as problem_data
 from evalmislead_assets import prompts, settings
+from evalmislead_assets.assets.problems import STUDY_PROBLEM_INS
 from evalmislead_assets.llm_types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
 from evalmislead_assets.resources import LLMResource, WarehouseResource
@@ -143,13 +144,9 @@ def _generate(
     return _rows(problems, rendered, results), results, stats
 
 
-# the study's problems (validated pairs in EVALMISLEAD_PROBLEMS) are drawn from these two inputs
-_PROBLEM_INS = {"problems": AssetIn(), "problem_validation": AssetIn(metadata={"columns": ["task_id", "valid"]})}
-
-
 @asset(
     partitions_def=thinking_partitions,
-    ins=_PROBLEM_INS,
+    ins=STUDY_PROBLEM_INS,
     metadata={"partition_expr": "thinking"},
     group_name="generation",
     check_specs=[AssetCheckSpec(THINKING_CHECK, asset="model_specs", description=_THINKING_CHECK_DOC)],
@@ -227,7 +224,7 @@ with warnings.catch_warnings():
 @asset(
     partitions_def=condition_thinking_partitions,
     ins={
-        **_PROBLEM_INS,
+        **STUDY_PROBLEM_INS,
         # the specs of the same thinking mode; only the model_spec condition uses them
         "model_specs": AssetIn(partition_mapping=_SPECS_OF_SAME_THINKING,
                                metadata={"columns": ["thinking", "task_id", "spec_text", "error"]}),

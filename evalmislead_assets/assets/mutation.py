@@ -20,6 +20,7 @@ from dagster import (
 
 from evalmislead_assets import mutation
 from evalmislead_assets import mutation_scoring as ms
+from evalmislead_assets.assets.problems import STUDY_PROBLEM_INS
 from evalmislead_assets.assets.execution import ExecutionConfig, isolation_note, make_sandbox
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 from evalmislead_assets.problems import study_problems_from
@@ -50,7 +51,7 @@ class MutationConfig(Config):
 
 @asset(
     group_name=GROUP, code_version=CODE_VERSION,
-    ins={"problems": AssetIn(), "problem_validation": AssetIn(metadata={"columns": ["task_id", "valid"]})},
+    ins=STUDY_PROBLEM_INS,
     description="Mutants of each validated problem's fixed function (AST operators, body of the function under "
                 "test only, capped per problem with a seeded sample), with the dataset oracle's verdict: a mutant "
                 "the oracle does not kill is flagged likely_equivalent.",
