@@ -222,13 +222,3 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
 
     for name, sql in VIEWS.items():
         con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
-
-
-def __getattr__(name: str) -> Any:
-    # The resource lives in resources/warehouse.py; assets/coverage.py and assets/mutation.py
-    # (owned elsewhere) still import it from here. Lazy, so storage itself imports no Dagster.
-    if name == "WarehouseResource":
-        from evalmislead_assets.resources.warehouse import WarehouseResource
-
-        return WarehouseResource
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
