@@ -12,15 +12,21 @@ then forks one fresh child per test id (so every test starts from the state righ
 after import) and runs it through pytest's runtest protocol. After each test the
 module process kills whatever the test left running in the namespace.
 
-Hardening: the only writable place is the batch directory (each test gets its own
-temporary directory and cwd; the code under test is read-only to it); scrubbed
-environment; limits on address space, file size (which also caps captured output),
-open files, processes and CPU; no new privileges; no network (own network namespace);
-every other mount read-only. The zygote enforces each time limit itself and ends a
-chain by killing its init, whereupon the kernel kills every process in the namespace
-(grandchildren that called setsid included); the next tests of that module continue
-in a fresh chain. Where the OS refuses namespaces or we are not root, the rest is
-still enforced and a warning says once what is missing.
+Hardening (the trust model is in the README, "The runner's trust model"): each run sees only a
+size-limited tmpfs holding its own module folder (read-only, always at ``<batch>/m``) and a fresh
+work folder, its own PID, mount, IPC and network namespaces and its own /proc; every other mount
+is read-only; scrubbed environment; limits on address space, file size (which also caps captured
+output), open files, processes and CPU; no new privileges; not dumpable. As root each chain runs
+as a uid of its own; as a normal user the zygote first enters a user namespace mapped to the
+invoking user and drops its capabilities before test code runs. The zygote enforces each time
+limit itself and ends a chain by closing its kill pipe: the chain's supervisor then kills its own
+child, the namespace's init, through a pidfd, whereupon the kernel kills every process in the
+namespace; no process id ever comes from the test's side. The next tests of that module continue
+in a fresh chain. Where the OS refuses namespaces the rest is still enforced and a warning says
+once what is missing.
+
+Tampering: the host scans each file before running it (sandbox_tamper.py) and an audit hook plus
+a harness fingerprint watch it at run time (sandbox_guard.py); a caught test is ``tampered``.
 
 A ``passed`` status needs positive evidence: a line carrying a per-test random nonce,
 written by the harness over a pipe at a random descriptor number after pytest's
@@ -38,6 +44,8 @@ The modules, host to test process:
   the batch directory and the worker threads that feed the zygotes; what both sides share
   (file names, ``STATUSES``, ``scrubbed_env``).
 - ``sandbox_ipc.py``: the line protocol, reading with deadlines, the host's zygote handle.
+- ``sandbox_protocol.py``: the fixed shapes of the chain's messages and their parser.
+- ``sandbox_tamper.py`` / ``sandbox_guard.py``: the static scan (host) and the runtime tamper checks.
 - ``sandbox_zygote.py``: the zygote (started as a script), its pytest plugin and the chains.
 - ``sandbox_child.py``: inside a chain: the module process, the per-test child, the status
   mapping.
@@ -48,7 +56,6 @@ All of them import only the standard library at module level: the zygote imports
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -60,13 +67,16 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from evalmislead_assets import sandbox_tamper
 from evalmislead_assets.sandbox_ipc import ZygoteProcess
-from evalmislead_assets.sandbox_isolation import Isolation
+from evalmislead_assets.sandbox_isolation import Isolation, first_closed_dir
 
 MODULE_UNDER_TEST = "solution"  # tests import the code under test as `from solution import f`
 TEST_FILE = "test_generated.py"
 TEST_TIMEOUT_S = 10.0
-STATUSES = ("passed", "failed", "error", "timeout", "crashed")
+STATUSES = ("passed", "failed", "error", "timeout", "crashed", "tampered")  # "tampered": see sandbox_tamper/_guard
+MAX_TESTS = 5_000  # per test file; more is the file's error ("too many tests: N > 5000"), never a crash
+MAX_ID_CHARS = 1_000  # per test id; a longer one is the file's error
 
 log = logging.getLogger(__name__)
 _ZYGOTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_zygote.py")
@@ -83,6 +93,15 @@ class Limits:
     open_files: int = 256
     processes: int = 32  # RLIMIT_NPROC for the test's own uid
     detail_chars: int = 600
+    cpu_s: int | None = None  # RLIMIT_CPU per test process; None: int(timeout_s) + 2, fixed when the Limits are
+    # made, so that dataclasses.replace(limits, timeout_s=shorter) (a mutant run) keeps the same RLIMIT_CPU
+    disk_mb: int = 64  # size of the run's writable tmpfs (work folder, test folders, output logs)
+    max_tests: int = MAX_TESTS
+    max_id_chars: int = MAX_ID_CHARS
+
+    def __post_init__(self) -> None:
+        if self.cpu_s is None:
+            object.__setattr__(self, "cpu_s", int(self.timeout_s) + 2)
 
 
 @dataclass(frozen=True)
@@ -126,7 +145,9 @@ class Sandbox:
     """Collect and run tests in fresh zygotes; each call to collect()/run() is one batch."""
 
     def __init__(self, limits: Limits | None = None, workers: int | None = None,
-                 os_isolation: bool = True, base_dir: str | None = None) -> None:
+                 os_isolation: bool = True, base_dir: str | None = None, static_scan: bool = True) -> None:
+        """``static_scan=False`` runs flagged files anyway: only for testing the runtime defences."""
+        self.static_scan = static_scan
         self.limits = limits or Limits()
         self.workers = workers or default_workers()
         self.os_isolation = os_isolation
@@ -153,11 +174,18 @@ class Sandbox:
         also records which arcs of solution.py it executed (Ran.coverage; coverage_measure).
         """
         groups: dict[Module, list[int]] = {}
-        for i, (module, _) in enumerate(requests):
-            groups.setdefault(module, []).append(i)
+        out: list[Ran | None] = [None] * len(requests)
+        flagged: dict[str, str | None] = {}
+        for i, (module, test_id) in enumerate(requests):
+            if module.tests not in flagged:
+                flagged[module.tests] = sandbox_tamper.scan(module.tests) if self.static_scan else None
+            why = flagged[module.tests]
+            if why:  # decided on the host before any of the file runs: nothing inside it can change this
+                out[i] = Ran("tampered", f"reaches into the test harness: {why}"[: self.limits.detail_chars], 0.0)
+            else:
+                groups.setdefault(module, []).append(i)
         ops = [("run", m, [requests[i][1] for i in idx]) for m, idx in groups.items()]
         replies = self._execute(ops, coverage)
-        out: list[Ran | None] = [None] * len(requests)
         for (module, idx), reply in zip(groups.items(), replies):
             results = reply.get("results") or [reply] * len(idx)
             for i, r in zip(idx, results):
@@ -167,6 +195,12 @@ class Sandbox:
     def _execute(self, ops: list[tuple[str, Module, list[str] | None]], coverage: bool = False) -> list[dict[str, Any]]:
         if not ops:
             return []
+        if self.base_dir and self.os_isolation and os.geteuid() == 0:
+            closed = first_closed_dir(os.path.realpath(self.base_dir))
+            if closed:  # the tests' own uid could not reach their files: every file would "fail to collect"
+                raise SandboxUnavailable(
+                    f"the sandbox base folder {self.base_dir} is below {closed[0]}, which other users cannot "
+                    "enter; the tests run as a user of their own: use a folder every user can traverse (e.g. /tmp)")
         root = tempfile.mkdtemp(prefix="evalmislead-sandbox-", dir=self.base_dir)
         try:
             os.chmod(root, 0o755)
@@ -247,10 +281,7 @@ class Sandbox:
                 self.isolation = iso
             else:
                 old = self.isolation
-                self.isolation = Isolation(
-                    old.network and iso.network, old.readonly_fs and iso.readonly_fs,
-                    old.pid_namespace and iso.pid_namespace, old.own_uid and iso.own_uid,
-                    old.notes + [n for n in iso.notes if n not in old.notes])
+                self.isolation = weakest(old, iso)
             missing = iso.missing()
             key = ",".join(missing)
             if missing and key not in _warned:
@@ -258,6 +289,13 @@ class Sandbox:
                 why = "; ".join(iso.notes) or "not available"
                 log.warning("sandbox: running without %s (%s); time, memory, file, process and "
                             "output limits still apply", ", ".join(missing), why)
+
+
+def weakest(a: Isolation, b: Isolation) -> Isolation:
+    """The isolation both got."""
+    return Isolation(a.network and b.network, a.readonly_fs and b.readonly_fs, a.pid_namespace and b.pid_namespace,
+                     a.own_uid and b.own_uid, a.notes + [n for n in b.notes if n not in a.notes],
+                     a.user_namespace or b.user_namespace, a.chain_namespaces and b.chain_namespaces)
 
 
 def _write_modules(root: str, modules: list[Module]) -> dict[Module, str]:
@@ -325,7 +363,8 @@ def scrubbed_env(home: str) -> dict[str, str]:
 
 def start_zygote(root: str, limits: Limits, os_isolation: bool) -> ZygoteProcess:
     """A fresh zygote for the batch in ``root``, ready to serve (RuntimeError when it does not start)."""
-    args = [sys.executable, "-s", "-B", _ZYGOTE_SCRIPT, "--zygote", root, json.dumps(asdict(limits))]
+    args = [sys.executable, "-s", "-B", _ZYGOTE_SCRIPT, "--zygote", root]
     if not os_isolation:
         args.append("--no-os-isolation")
-    return ZygoteProcess(args, root, scrubbed_env(os.path.join(root, "tmp")), _ZYGOTE_START_TIMEOUT_S)
+    return ZygoteProcess(args, root, scrubbed_env(os.path.join(root, "tmp")), _ZYGOTE_START_TIMEOUT_S,
+                         first_line=asdict(limits))

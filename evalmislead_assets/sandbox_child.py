@@ -25,10 +25,11 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
-from evalmislead_assets import settings
+from evalmislead_assets import sandbox_guard, settings
 from evalmislead_assets.sandbox import MODULE_UNDER_TEST, TEST_FILE, scrubbed_env
 from evalmislead_assets.sandbox_ipc import write_line
-from evalmislead_assets.sandbox_isolation import PR_SET_NO_NEW_PRIVS, prctl
+from evalmislead_assets.sandbox_isolation import (PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, drop_capabilities,
+                                                  mount_own_proc, prctl)
 
 if TYPE_CHECKING:
     from evalmislead_assets.sandbox_zygote import ZygotePlugin
@@ -55,6 +56,47 @@ def reap(deadline: float | None = None) -> None:
             time.sleep(0.001)
 
 
+def sweep_children(rounds: int = 50) -> None:
+    """Kill and reap every process reparented to this subreaper (only without a PID namespace are there any).
+
+    Each pid signalled is a child of this process that it has not reaped, so the number cannot
+    belong to anyone else.
+    """
+    me = os.getpid()
+    for _ in range(rounds):
+        kids = _children(me)
+        if not kids:
+            return
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for _pid in kids:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                return
+
+
+def _children(me: int) -> list[int]:
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as fh:
+            return [int(p) for p in fh.read().split()]
+    except OSError:
+        pass
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == me:
+                        out.append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
 def _private_fd(fd: int, exclude: set[int]) -> int:
     """Move fd to a random high number the tests cannot guess from the usual small ones."""
     while True:
@@ -70,7 +112,10 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
     """Untrusted from here on: drop privileges, import and collect the module once, fork one child per test."""
     try:
         limits = plugin.limits
+        iso = plugin.iso
         os.setsid()
+        if iso.pid_namespace and iso.chain_namespaces:
+            mount_own_proc()  # this process is PID 1 of the new namespace: /proc shows only the namespace
         log_fd = os.open(os.path.join(workdir, "collect.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         if uid is not None:
             os.fchown(log_fd, uid, uid)
@@ -97,20 +142,37 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
             resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
             os.setgroups([])
             os.setgid(uid)
-            os.setuid(uid)
-        try:
-            prctl(PR_SET_NO_NEW_PRIVS, 1)
-        except OSError:
-            pass
+            os.setuid(uid)  # from root to a uid of its own: every capability goes
+        elif iso.user_namespace:
+            # counted per user in this zygote's user namespace (the zygote, this chain's supervisor and
+            # module process included)
+            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes + 4, limits.processes + 4))
+            drop_capabilities()  # what the user namespace gave: no remounting the read-only mounts
+        for option in (PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE):  # dumpable 0: no other process reads our memory
+            try:
+                prctl(option, 1 if option == PR_SET_NO_NEW_PRIVS else 0)
+            except OSError:
+                pass
         sys.dont_write_bytecode = True
+        unchanged = plugin.pristine  # held here: the module cannot swap it
+        sandbox_guard.arm(rep_w, os.path.join(moddir, TEST_FILE))
         me = os.getpid()
         items, error = _collect(plugin, session, moddir)
         if os.getpid() != me:  # module code forked and returned into the harness
             os._exit(0)
+        if not unchanged(session.config):
+            write_line(rep_w, {"tampered": "the test module changed the test harness while importing"})
+            return
         ids = [_test_id(item) for item in items] if items is not None and not error else []
+        if len(ids) > limits.max_tests:
+            ids, error = [], f"too many tests: {len(ids)} > {limits.max_tests}"
+        elif any(len(t) > limits.max_id_chars for t in ids):
+            longest = max(len(t) for t in ids)
+            ids, error = [], f"test id too long: {longest} > {limits.max_id_chars} characters"
         write_line(rep_w, {"ids": ids, "error": error[: limits.detail_chars] if error else None})
         if collect_only or not ids:
             return
+        after_import = _entries(workdir)
         by_id = dict(zip(ids, items or []))
         probe = None  # coverage_measure.Probe, built on the first request that asks for coverage
         reader = os.fdopen(ctrl_r, "rb", buffering=0)
@@ -125,25 +187,44 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
             req = json.loads(line)
             item = by_id.get(req["test_id"])
             if item is None:
-                write_line(rep_w, {"done": req["test_id"], "missing": True})
+                write_line(rep_w, {"done": req["test_id"], "missing": True}, prefix=req["nonce"] + "\t")
                 continue
             if req.get("coverage") and probe is None:
                 probe = coverage_hooks().Probe(os.path.join(moddir, f"{MODULE_UNDER_TEST}.py"))
             code = _fork_test(plugin, item, req["nonce"], rep_w, ctrl_r, workdir, uid,
-                              probe if req.get("coverage") else None)
-            write_line(rep_w, {"done": req["test_id"], "code": code})
+                              probe if req.get("coverage") else None, unchanged)
+            _remove_new(workdir, after_import)  # every test starts from the files as they were after import
+            write_line(rep_w, {"done": req["test_id"], "code": code}, prefix=req["nonce"] + "\t")
     finally:
         os._exit(0)
 
 
+def _entries(top: str) -> set[str]:
+    found = set()
+    for dirpath, dirnames, filenames in os.walk(top):
+        found.update(os.path.join(dirpath, n) for n in dirnames + filenames)
+    return found
+
+
+def _remove_new(top: str, keep: set[str]) -> None:
+    """Remove whatever appeared under ``top`` since ``keep`` was taken (a test's leftovers outside its folder)."""
+    for path in sorted(_entries(top) - keep, key=len, reverse=True):
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
 def _fork_test(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: int, workdir: str,
-               uid: int | None, probe: Any = None) -> int:
+               uid: int | None, probe: Any, guard: Any) -> int:
     """Run one collected item in a fresh child (own session, directory); clean up after it; its exit code."""
     testdir = tempfile.mkdtemp(dir=workdir)
     pid = os.fork()
     if pid == 0:
-        _test_child(plugin, item, nonce, rep_w, ctrl_r, testdir, probe)
-    write_line(rep_w, {"started": True, "pid": pid})
+        _test_child(plugin, item, nonce, rep_w, ctrl_r, testdir, probe, guard)
     _, status = os.waitpid(pid, 0)
     if plugin.iso.pid_namespace:
         # This process is the namespace's init: kill whatever the test left running (kill(-1)
@@ -157,7 +238,7 @@ def _fork_test(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: 
 
 
 def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: int, testdir: str,
-                probe: Any = None) -> None:
+                probe: Any, guard: Any) -> None:
     """The test process: report once, from this pid only, after pytest's protocol returned."""
     try:
         limits = plugin.limits
@@ -170,10 +251,11 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
         settings.replace_environment(scrubbed_env(testdir))
         tempfile.tempdir = testdir
         os.chdir(testdir)
-        cpu = int(limits.timeout_s) + 2
+        cpu = int(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s + 2)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
         me = os.getpid()
         plugin.reports.clear()
+        plugin.guard = guard
         if probe is not None:
             probe.start()
         try:
@@ -187,6 +269,9 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
                 status, detail = "error", f"{type(exc).__name__}: {exc}"
         if os.getpid() != me:  # a fork of the test that returned into the harness: not evidence
             os._exit(0)
+        if not guard(item.config):
+            write_line(rep_w, {"tampered": "the test changed the test harness"})
+            os._exit(sandbox_guard.TAMPER_EXIT)
         report: dict[str, Any] = {"status": status, "detail": detail[: limits.detail_chars]}
         if probe is not None:  # a failing test still reports the lines it ran
             report["coverage"] = probe.stop()

@@ -18,24 +18,48 @@ from typing import Any
 from evalmislead_assets.processes import signal_group
 
 
+_write, _dumps = os.write, json.dumps  # bound at import (in the zygote): a test patching os.write changes nothing
+
+
 def write_line(fd: int, obj: dict[str, Any], prefix: str = "") -> None:
     """``prefix``, one JSON object and a newline, written whole (a pipe may take it in parts)."""
-    data = (prefix + json.dumps(obj) + "\n").encode()
+    data = (prefix + _dumps(obj) + "\n").encode()
     while data:
-        data = data[os.write(fd, data):]
+        data = data[_write(fd, data):]
+
+
+OVERSIZE = b"<oversize line>"  # returned (by identity) for a line longer than the reader's cap
 
 
 class LineReader:
-    """Lines from a pipe, read with a deadline; keeps at most ``cap`` unread bytes when given one."""
+    """Lines from a pipe, read with a deadline; a line longer than ``cap`` bytes is skipped whole and
+    read as ``OVERSIZE`` (never cut, never glued to the next one)."""
 
     def __init__(self, fd: int, cap: int | None = None) -> None:
         self.fd, self.cap = fd, cap
         self.buf = b""
         self.eof = False
+        self._skipping = False
 
-    def line(self, deadline: float) -> bytes | None:
-        """The next whole line, without its newline; None at EOF (``eof`` is then set) or at the deadline."""
-        while b"\n" not in self.buf:
+    def line(self, deadline: float, cap: int | None = None) -> bytes | None:
+        """The next whole line, without its newline; OVERSIZE for one over the cap; None at EOF (``eof``
+        is then set) or at the deadline."""
+        cap = cap or self.cap
+        while True:
+            if self._skipping:
+                cut = self.buf.find(b"\n")
+                if cut >= 0:
+                    self.buf, self._skipping = self.buf[cut + 1:], False
+                    return OVERSIZE
+                self.buf = b""
+            elif b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                if cap is not None and len(line) > cap:
+                    return OVERSIZE
+                return line
+            elif cap is not None and len(self.buf) > cap:
+                self._skipping, self.buf = True, b""
+                continue
             if self.eof:
                 return None
             remaining = deadline - time.monotonic()
@@ -44,15 +68,14 @@ class LineReader:
             ready, _, _ = select.select([self.fd], [], [], remaining)
             if not ready:
                 continue
-            chunk = os.read(self.fd, 65536)
+            chunk = os.read(self.fd, 1 << 16)
             if not chunk:
                 self.eof = True
+                if self._skipping:
+                    self._skipping = False
+                    return OVERSIZE
                 return None
             self.buf += chunk
-            if self.cap is not None:
-                self.buf = self.buf[-self.cap:]
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line
 
 
 class ZygoteProcess:
@@ -62,13 +85,20 @@ class ZygoteProcess:
     of its own, so that closing it can kill its whole process group.
     """
 
-    def __init__(self, args: list[str], cwd: str, env: dict[str, str], start_timeout_s: float) -> None:
+    def __init__(self, args: list[str], cwd: str, env: dict[str, str], start_timeout_s: float,
+                 first_line: dict[str, Any] | None = None) -> None:
         self.err = tempfile.TemporaryFile(dir=cwd)
         self.proc = subprocess.Popen(
             args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, cwd=cwd,
             env=env, start_new_session=True, close_fds=True,
         )
-        assert self.proc.stdout is not None
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        if first_line is not None:  # the zygote's set-up (its limits), read before anything else
+            try:
+                self.proc.stdin.write((json.dumps(first_line) + "\n").encode())
+                self.proc.stdin.flush()
+            except OSError:
+                pass
         self._reader = LineReader(self.proc.stdout.fileno())
         ready = self._read(start_timeout_s)
         if ready is None or "ready" not in ready:
@@ -89,7 +119,7 @@ class ZygoteProcess:
 
     def _read(self, timeout_s: float) -> dict[str, Any] | None:
         line = self._reader.line(time.monotonic() + timeout_s)
-        if line is None:
+        if line is None or line is OVERSIZE:
             return None
         try:
             return json.loads(line)

@@ -22,19 +22,34 @@ class Isolation:
     pid_namespace: bool = False
     own_uid: bool = False
     notes: list[str] = field(default_factory=list)
+    user_namespace: bool = False  # entered as a normal user: mapped to the invoking user, no second uid
+    chain_namespaces: bool = False  # each chain: own mount, IPC and network namespace, /proc, tmpfs
 
     def missing(self) -> list[str]:
+        """What is missing; a separate uid is not missing in a user namespace (the mounts do its job)."""
         names = {"network": "no-network namespace", "readonly_fs": "read-only filesystem",
-                 "pid_namespace": "PID namespace", "own_uid": "separate user id"}
-        return [text for key, text in names.items() if not getattr(self, key)]
+                 "pid_namespace": "PID namespace", "own_uid": "separate user id",
+                 "chain_namespaces": "per-run mount/IPC namespaces"}
+        out = []
+        for key, text in names.items():
+            if key == "own_uid" and self.user_namespace:
+                continue
+            if not getattr(self, key):
+                out.append(text)
+        return out
 
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 36, 38
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 21, 1 << 24
+_OPT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+              "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE = 36, 38, 4
 _libc: Any = None
 
 
@@ -129,24 +144,29 @@ def setup_isolation(root: str, wanted: bool) -> Isolation:
         iso.notes.append("OS isolation switched off")
         return iso
     if os.geteuid() != 0:
-        iso.notes.append("not running as root")
-        return iso
+        try:
+            enter_user_namespace()
+            iso.user_namespace = True
+        except OSError as exc:
+            iso.notes.append(f"not running as root and user namespaces refused ({exc})")
+            return iso
     try:
         unshare(CLONE_NEWNS | CLONE_NEWNET)
         iso.network = True
     except OSError as exc:
         iso.notes.append(f"namespaces refused ({exc})")
-        iso.own_uid = not any(first_closed_dir(p) for p in python_paths())
+        iso.own_uid = not iso.user_namespace and not any(first_closed_dir(p) for p in python_paths())
         return iso
     try:
         _mount(None, "/", MS_REC | MS_PRIVATE)
-        stash = os.path.join(root, f".expose-{os.getpid()}")  # one per zygote: they share the batch root
-        os.mkdir(stash, 0o700)
-        try:
-            _expose(python_paths(), stash)
-            iso.own_uid = True
-        except OSError as exc:
-            iso.notes.append(f"Python is not readable by other users ({exc}); tests run as root")
+        if not iso.user_namespace:
+            stash = os.path.join(root, f".expose-{os.getpid()}")  # one per zygote: they share the batch root
+            os.mkdir(stash, 0o700)
+            try:
+                _expose(python_paths(), stash)
+                iso.own_uid = True
+            except OSError as exc:
+                iso.notes.append(f"Python is not readable by other users ({exc}); tests run as root")
         _mount(root, root, MS_BIND | MS_REC)
         failed = []
         with open("/proc/self/mountinfo") as fh:
@@ -155,8 +175,8 @@ def setup_isolation(root: str, wanted: bool) -> Isolation:
             if point == root or point.startswith(root + "/") or ("ro" in opts and point != "/"):
                 continue
             flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-            flags |= (MS_NOSUID if "nosuid" in opts else 0) | (MS_NODEV if "nodev" in opts else 0)
-            flags |= MS_NOEXEC if "noexec" in opts else 0
+            for opt, bit in _OPT_FLAGS.items():  # keep the flags a user namespace may not change
+                flags |= bit if opt in opts else 0
             try:
                 _mount(None, point, flags)
             except OSError:
@@ -169,7 +189,83 @@ def setup_isolation(root: str, wanted: bool) -> Isolation:
     iso.pid_namespace = _probe_pid_namespace()
     if not iso.pid_namespace:
         iso.notes.append("PID namespaces refused")
+    iso.chain_namespaces = iso.network and _probe_chain_namespaces()
+    if iso.network and not iso.chain_namespaces:
+        iso.notes.append("per-run mount/IPC/network namespaces refused")
     return iso
+
+
+def enter_user_namespace() -> None:
+    """A new user namespace mapping the invoking user to itself (as `unshare --user` does, minus root)."""
+    uid, gid = os.getuid(), os.getgid()
+    unshare(CLONE_NEWUSER)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"), ("gid_map", f"{gid} {gid} 1\n")):
+        with open(f"/proc/self/{name}", "w") as fh:
+            fh.write(text)
+
+
+CHAIN_FLAGS = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET
+
+
+def _probe_chain_namespaces() -> bool:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            unshare(CHAIN_FLAGS)
+            _mount("tmpfs", "/tmp", MS_NOSUID | MS_NODEV, "tmpfs", "size=1m")
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def chain_view(root: str, moddir: str, disk_mb: int, uid: int | None) -> tuple[str, str]:
+    """In a fresh mount namespace: cover the batch root with a size-limited tmpfs that holds only this
+    run's module folder (read-only, always at ``root/m``) and a fresh work folder (``root/w``).
+
+    Every run sees the same layout whatever the batch holds; nothing written survives the namespace.
+    Returns (module folder, work folder) as the run sees them.
+    """
+    keep = os.open(moddir, os.O_PATH | os.O_DIRECTORY)
+    try:
+        _mount("tmpfs", root, MS_NOSUID | MS_NODEV | MS_NOEXEC, "tmpfs",
+               f"size={disk_mb}m,nr_inodes=16384,mode=755")
+        mdir, wdir = os.path.join(root, "m"), os.path.join(root, "w")
+        os.mkdir(mdir, 0o755)
+        os.mkdir(wdir, 0o700)
+        if uid is not None:
+            os.chown(wdir, uid, uid)
+        _mount(f"/proc/self/fd/{keep}", mdir, MS_BIND)
+        _mount(None, mdir, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    finally:
+        os.close(keep)
+    return mdir, wdir
+
+
+def mount_own_proc() -> bool:
+    """Mount a /proc of the caller's (new) PID namespace; else hide the host's under an empty tmpfs."""
+    try:
+        _mount("proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "proc")
+        return True
+    except OSError:
+        _mount("tmpfs", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "tmpfs", "size=4k,mode=555")
+        return False
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """Clear every capability of this process (those a user namespace gave it), before untrusted code."""
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    _check(_c().capset(ctypes.byref(header), data), "capset")
 
 
 def _probe_pid_namespace() -> bool:

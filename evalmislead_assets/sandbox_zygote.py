@@ -19,7 +19,9 @@ import gc
 import json
 import os
 import secrets
+import select
 import shutil
+import signal
 import sys
 import time
 from dataclasses import asdict
@@ -28,17 +30,24 @@ from typing import Any
 if __name__ == "__main__":  # started as a script: its own folder is sys.path[0]; import the package instead
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from evalmislead_assets import sandbox_guard  # noqa: E402
 from evalmislead_assets.sandbox import _UID_BASE, MODULE_UNDER_TEST, TEST_FILE, Limits  # noqa: E402
-from evalmislead_assets.sandbox_child import coverage_hooks, crash_status, kill_pid, module_process, reap  # noqa: E402
-from evalmislead_assets.sandbox_ipc import LineReader, write_line  # noqa: E402
-from evalmislead_assets.sandbox_isolation import (CLONE_NEWPID, PR_SET_CHILD_SUBREAPER, Isolation,  # noqa: E402
-                                                  prctl, setup_isolation, unshare)
+from evalmislead_assets.sandbox_child import (coverage_hooks, crash_status, module_process, reap,  # noqa: E402
+                                              sweep_children)
+from evalmislead_assets.sandbox_ipc import OVERSIZE, LineReader, write_line  # noqa: E402
+from evalmislead_assets.sandbox_isolation import (CHAIN_FLAGS, CLONE_NEWPID, PR_SET_CHILD_SUBREAPER,  # noqa: E402
+                                                  Isolation, chain_view, prctl, setup_isolation, unshare)
+from evalmislead_assets.sandbox_protocol import (MAX_LINE, MAX_TEST_LINE, Malformed,  # noqa: E402
+                                                 parse_collected, parse_prefixed, parse_unprefixed)
 
 
 def zygote_main(argv: list[str]) -> int:
-    root, limits_json = argv[0], argv[1]
-    limits = Limits(**json.loads(limits_json))
+    root = argv[0]
     os_isolation = "--no-os-isolation" not in argv
+    # the limits come as the first line on stdin, not in argv: a test must not read its time limit
+    # (a mutant run has a shorter one) from the process's command line
+    limits = Limits(**json.loads(_first_line(0)))
+    sys.argv[1:] = []
     try:
         prctl(PR_SET_CHILD_SUBREAPER, 1)
     except OSError:
@@ -64,6 +73,16 @@ def zygote_main(argv: list[str]) -> int:
     return 0
 
 
+def _first_line(fd: int) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 1)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 class ZygotePlugin:
     """pytest plugin: takes over the run loop and serves requests; records reports in children."""
 
@@ -73,13 +92,20 @@ class ZygotePlugin:
         self.collect_failures: list[Any] = []
         self.reports: list[Any] = []
         self.children: set[int] = set()
+        self.pristine: Any = None  # sandbox_guard.harness_guard, taken after the warm-up
+        self.guard: Any = None  # the same, set in a test process
+        self.config: Any = None
 
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed:
             self.collect_failures.append(report)
 
-    def pytest_runtest_logreport(self, report: Any) -> None:
+    def pytest_runtest_logreport(self, report: Any, _tampered: Any = sandbox_guard.tampered) -> None:
         self.reports.append(report)
+        # In a test process: the harness must be unchanged while the call's report is made, too (a
+        # monkeypatch of pytest's internals is undone at teardown, before the test process's last check).
+        if self.guard is not None and report.when == "call" and not self.guard(self.config):
+            _tampered("the test changed the test harness during its call")
 
     def pytest_runtestloop(self, session: Any) -> bool:
         self._warm_up(session)
@@ -95,7 +121,7 @@ class ZygotePlugin:
                 buf += chunk
             line, buf = buf.split(b"\n", 1)
             req = json.loads(line)
-            write_line(self.proto_out, self._handle(session, req))
+            write_line(self.proto_out, self._handle(session, req))  # the host is trusted: its lines are ours
 
     def _warm_up(self, session: Any) -> None:
         """Collect and run a trusted module once, so children do not each pay for pytest's lazy set-up."""
@@ -114,6 +140,9 @@ class ZygotePlugin:
             session.items = []
             self.collect_failures.clear()
             self.reports.clear()
+        sandbox_guard.install()
+        self.config = session.config
+        self.pristine = sandbox_guard.harness_guard(session.config)
         gc.collect()
         gc.freeze()  # children then leave these objects' pages unshared only when they really write them
 
@@ -131,6 +160,7 @@ class ZygotePlugin:
         measure = bool(req.get("coverage"))
         if measure:
             coverage_hooks().prepare()  # loaded here once, before the forks
+            self.pristine = sandbox_guard.harness_guard(session.config)  # the harness now includes coverage.py
         results: list[dict[str, Any]] = []
         while len(results) < len(ids):
             chain = Chain(self, session, moddir, collect_only=False)
@@ -162,55 +192,62 @@ class ZygotePlugin:
 class Chain:
     """Zygote-side handle on one sandboxed module process and the tests it forks.
 
-    Processes: supervisor (trusted; new PID namespace; lives as long as the chain so that its
-    pid makes the chain's uid unique) -> module process (PID 1 of the namespace, so a test
-    can neither kill it nor escape its cleanup; own uid, limits; imports and collects the
-    module once) -> one forked test process per request. The zygote enforces every deadline
-    itself and ends the chain by killing the module process, whereupon the kernel kills
-    everything in the namespace.
+    Processes: supervisor (trusted; the zygote's own fork; new PID, mount, IPC and network
+    namespaces; lives as long as the chain so that its pid makes the chain's uid unique) ->
+    module process (PID 1 of the namespace, so a test can neither kill it nor escape its
+    cleanup; limits; imports and collects the module once) -> one forked test process per
+    request. The zygote enforces every deadline itself and ends a chain by closing the
+    supervisor's kill pipe: the supervisor then kills the module process through a pidfd of its
+    own child, whereupon the kernel kills everything in the namespace. No process id ever comes
+    from the chain's side, and every line from it is parsed against sandbox_protocol's shapes.
     """
 
     def __init__(self, plugin: ZygotePlugin, session: Any, moddir: str, collect_only: bool) -> None:
         self.plugin, self.limits = plugin, plugin.limits
-        self.pidns = plugin.iso.pid_namespace
-        self.alive, self.init_pid, self.test_pid = True, None, None
+        self.alive = True
         ctrl_r, self.ctrl_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
+        kill_r, self.kill_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             try:
-                os.close(self.ctrl_w)
-                os.close(self.rep_r)
-                chain_supervisor(plugin, session, moddir, collect_only, ctrl_r, rep_w)
+                for fd in (self.ctrl_w, self.rep_r, self.kill_w):
+                    os.close(fd)
+                chain_supervisor(plugin, session, moddir, collect_only, ctrl_r, rep_w, kill_r)
             finally:
                 os._exit(0)
-        os.close(ctrl_r)
-        os.close(rep_w)
+        for fd in (ctrl_r, rep_w, kill_r):
+            os.close(fd)
         self.supervisor = pid
-        self.reader = LineReader(self.rep_r, cap=1 << 20)
+        self.reader = LineReader(self.rep_r, cap=MAX_LINE)
         plugin.children.add(pid)
 
     def collected(self) -> dict[str, Any]:
         """{"ids": [...], "error": ...}, or a status for every test when the module cannot be used."""
         deadline = time.monotonic() + self.limits.timeout_s
-        while True:
-            msg = self._next(deadline)
-            if msg is None:
-                timed_out = not self.reader.eof
-                self.kill()
-                if timed_out:
-                    return {"ids": [], "error": f"timeout: importing the test module took over {self.limits.timeout_s:g} s",
-                            "status": "timeout", "detail": f"importing the test module took over {self.limits.timeout_s:g} s"}
-                return {"ids": [], "error": "crashed: the test module ended its process while importing",
-                        "status": "crashed", "detail": "the test module ended its process while importing"}
-            if "init" in msg:
-                self.init_pid = msg["init"]
-            elif "ids" in msg:
-                if msg.get("error") and not msg["ids"]:
-                    msg["status"], msg["detail"] = "error", "collection failed: " + msg["error"]
-                return msg
+        raw = self.reader.line(deadline)
+        if raw is None or raw is OVERSIZE:
+            timed_out = raw is None and not self.reader.eof
+            self.kill()
+            if timed_out:
+                return {"ids": [], "error": f"timeout: importing the test module took over {self.limits.timeout_s:g} s",
+                        "status": "timeout", "detail": f"importing the test module took over {self.limits.timeout_s:g} s"}
+            if raw is OVERSIZE:
+                return _cannot_use("crashed", f"the collection message is over {MAX_LINE} bytes")
+            return _cannot_use("crashed", "the test module ended its process while importing")
+        try:
+            msg = parse_collected(raw, self.limits.max_tests, self.limits.max_id_chars)
+        except Malformed as exc:
+            self.kill()
+            return _cannot_use("crashed", f"malformed message from the module process ({exc})")
+        if "tampered" in msg:
+            self.kill()
+            return _cannot_use("tampered", msg["tampered"])
+        if msg.get("error") and not msg["ids"]:
+            msg["status"], msg["detail"] = "error", "collection failed: " + msg["error"]
+        return msg
 
     def run(self, test_id: str, coverage: bool = False) -> dict[str, Any]:
         nonce = secrets.token_hex(16)
@@ -224,9 +261,9 @@ class Chain:
             return {"status": "crashed", "detail": "the sandbox process died before the test started", "seconds": 0.0}
         report: dict[str, Any] | None = None
         while True:
-            msg = self._next(deadline, prefix)
+            raw = self.reader.line(deadline, cap=MAX_TEST_LINE)
             seconds = round(time.monotonic() - start, 4)
-            if msg is None:
+            if raw is None:
                 timed_out = not self.reader.eof
                 self.kill()
                 if timed_out:
@@ -235,88 +272,121 @@ class Chain:
                 # every process it can) counts as crashed, whichever won the race.
                 return {"status": "crashed", "seconds": seconds,
                         "detail": "the test ended its sandbox (e.g. killed its parent process)"}
-            if "report" in msg:
-                report = msg["report"]
-            elif "started" in msg:
-                self.test_pid = msg.get("pid")
-            elif msg.get("done") == test_id:
-                if msg.get("missing"):
-                    return {"status": "error", "detail": f"test id {test_id!r} not found when collecting again",
-                            "seconds": seconds}
-                if report is not None:
-                    return {**report, "seconds": seconds}
-                return {**crash_status(int(msg.get("code", 0)), "run"), "seconds": seconds}
-
-    def _next(self, deadline: float, prefix: str | None = None) -> dict[str, Any] | None:
-        """Next message from the chain; a test's report only with its nonce; None at the deadline or EOF."""
-        while True:
-            raw = self.reader.line(deadline)
-            if raw is None:
-                return None
-            text = raw.decode("utf-8", "replace")
-            if prefix is not None and text.startswith(prefix):
-                try:
-                    return {"report": json.loads(text[len(prefix):])}
-                except ValueError:
-                    continue
-            if text.startswith("{"):
-                try:
-                    msg = json.loads(text)
-                except ValueError:
-                    continue
-                if isinstance(msg, dict):
-                    return msg
+            try:
+                if raw is OVERSIZE:
+                    raise Malformed(f"a line over {MAX_TEST_LINE} bytes")
+                text = raw.decode("utf-8", "replace")
+                if text.startswith(prefix):
+                    msg = parse_prefixed(text[len(prefix):], test_id, self.limits.detail_chars)
+                    if "report" in msg:
+                        if report is not None:
+                            self.kill()
+                            return {"status": "tampered", "detail": "two reports for one test", "seconds": seconds}
+                        report = msg["report"]
+                        continue
+                else:
+                    msg = parse_unprefixed(text)
+            except Malformed as exc:
+                self.kill()  # the stream can no longer be trusted to line up: the next tests get a fresh chain
+                return {"status": "crashed", "detail": f"malformed message from the test process ({exc})"[:500],
+                        "seconds": seconds}
+            if "tampered" in msg:
+                self.kill()
+                return {"status": "tampered", "detail": msg["tampered"], "seconds": seconds}
+            if msg.get("missing"):
+                return {"status": "error", "detail": f"test id {test_id!r} not found when collecting again",
+                        "seconds": seconds}
+            if msg["code"] == sandbox_guard.TAMPER_EXIT:
+                self.kill()
+                return {"status": "tampered", "detail": "the test process ended as the tamper guard ends it",
+                        "seconds": seconds}
+            if report is not None:
+                return {**report, "seconds": seconds}
+            return {**crash_status(msg["code"], "run"), "seconds": seconds}
 
     def kill(self) -> None:
-        """End the chain now: everything in its PID namespace dies with its init."""
-        self.alive = False
-        if self.init_pid:
-            kill_pid(self.init_pid)
-        if not self.pidns:
-            for pid in (self.init_pid, self.test_pid):
-                if pid:
-                    kill_pid(pid, group=True)
+        """End the chain now: the supervisor kills its module process, and the namespace dies with it."""
+        self.close()
 
     def close(self) -> None:
-        """Let the module process exit (EOF on its requests); reaped later, off the critical path."""
+        """End the chain (EOF on the supervisor's kill pipe); the supervisor is reaped later, off the critical path."""
         self.alive = False
-        for fd in (self.ctrl_w, self.rep_r):
+        for fd in (self.kill_w, self.ctrl_w, self.rep_r):
             try:
                 os.close(fd)
             except OSError:
                 pass
 
 
+def _cannot_use(status: str, detail: str) -> dict[str, Any]:
+    return {"ids": [], "error": f"{status}: {detail}", "status": status, "detail": detail}
+
+
 def chain_supervisor(plugin: ZygotePlugin, session: Any, moddir: str, collect_only: bool,
-                     ctrl_r: int, rep_w: int) -> None:
-    """Trusted: make the chain's directory and uid, enter a new PID namespace, start the module process
-    (its PID 1), and stay until it ends so that this pid, and with it the uid, stays unique."""
+                     ctrl_r: int, rep_w: int, kill_r: int) -> None:
+    """Trusted: make the chain's uid and view, enter new namespaces, start the module process (PID 1
+    there), and stay until it ends, so that this pid, and with it the uid, stays unique.
+
+    It signals only its own child, through a pidfd (never a number from the chain), when the
+    zygote closes the kill pipe; then it kills whatever was reparented to it (it is a subreaper).
+    """
     iso = plugin.iso
     for fd in (plugin.proto_in, plugin.proto_out):  # the host's pipes: only the zygote talks to the host
         os.close(fd)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
     uid = _UID_BASE + os.getpid() if iso.own_uid else None
-    workdir = os.path.join(plugin.root, "w", str(os.getpid()))
-    os.mkdir(workdir, 0o700)
-    if uid is not None:
-        os.chown(workdir, uid, uid)
-    if iso.pid_namespace:
-        unshare(CLONE_NEWPID)
+    flags = (CLONE_NEWPID if iso.pid_namespace else 0) | (CHAIN_FLAGS if iso.chain_namespaces else 0)
+    if flags:
+        unshare(flags)
+    if iso.chain_namespaces:
+        moddir, workdir = chain_view(plugin.root, moddir, plugin.limits.disk_mb, uid)
+    else:
+        workdir = os.path.join(plugin.root, "w", str(os.getpid()))
+        os.mkdir(workdir, 0o700)
+        if uid is not None:
+            os.chown(workdir, uid, uid)
     pid = os.fork()
     if pid == 0:
         try:
+            os.close(kill_r)
             module_process(plugin, session, moddir, collect_only, ctrl_r, rep_w, workdir, uid)
         finally:
             os._exit(70)
-    write_line(rep_w, {"init": pid})
     os.close(rep_w)
     os.close(ctrl_r)
+    _await_kill_or_exit(pid, kill_r)
+    sweep_children()
+    if not iso.chain_namespaces:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _await_kill_or_exit(pid: int, kill_r: int) -> None:
+    """Wait until the child ``pid`` ends or the kill pipe is readable (data or EOF), then kill and reap it.
+
+    ``pid`` is this process's own unreaped child, so the number cannot name anyone else; a pidfd
+    (Linux >= 5.3) makes the wait exact, polling stands in where there is none.
+    """
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        pidfd = None
+    while True:
+        ready, _, _ = select.select([kill_r] + ([pidfd] if pidfd is not None else []), [], [],
+                                    None if pidfd is not None else 0.05)
+        if kill_r in ready:
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+            break
+        if ready or os.waitpid(pid, os.WNOHANG)[0]:
+            break
     try:
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass
-    if not iso.pid_namespace:
-        kill_pid(pid, group=True)
-    shutil.rmtree(workdir, ignore_errors=True)
+    if pidfd is not None:
+        os.close(pidfd)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--zygote"]:

@@ -6,13 +6,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from evalmislead_assets.sandbox import STATUSES, Module, Sandbox
+
+__all__ = ["STATUSES", "OUTCOMES", "outcome", "cell_counts", "cell_rates", "ScoredTest", "score_tests", "score_many"]
 OUTCOMES = ("misleading", "effective", "both_pass", "both_fail")
 
 
 def outcome(buggy_status: str, fixed_status: str) -> str:
-    """The cell of one test: only `passed` counts as passing; every other status is a non-pass."""
-    if buggy_status not in STATUSES or fixed_status not in STATUSES:
-        raise ValueError(f"unknown status {buggy_status!r} / {fixed_status!r}")
+    """The cell of one test: only `passed` counts as passing; every other status, an unknown one included,
+    is a non-pass (never an exception: one odd status must not cost the batch). A test ``tampered`` on
+    either version passes on neither: it lands in both_fail (and the report counts it apart)."""
+    if "tampered" in (buggy_status, fixed_status):
+        return "both_fail"
     b, f = buggy_status == "passed", fixed_status == "passed"
     if b and not f:
         return "misleading"
@@ -66,7 +70,9 @@ def score_many(jobs: Sequence[tuple[str, list[str], str, str]], sandbox: Sandbox
         for tid in ids:
             b, f = ran[k], ran[k + 1]
             k += 2
-            scored.append(ScoredTest(tid, b.status, f.status, outcome(b.status, f.status), b.detail, f.detail,
-                                     round(b.seconds + f.seconds, 4)))
+            bs, fs = b.status, f.status
+            if "tampered" in (bs, fs):  # caught on one version: its pass on the other is no evidence either
+                bs = fs = "tampered"
+            scored.append(ScoredTest(tid, bs, fs, outcome(bs, fs), b.detail, f.detail, round(b.seconds + f.seconds, 4)))
         out.append(scored)
     return out

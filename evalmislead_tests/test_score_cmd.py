@@ -85,3 +85,20 @@ def test_user_errors_are_one_line_exit_2(files, capsys, broken: str, message: st
     assert main(_args(files)) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_a_file_writing_forged_lines_is_tampered_and_the_json_still_comes(files, capsys) -> None:
+    """Issue 20: an unknown status / a non-object line made `score` exit 1 with no JSON (the batch lost); the
+    runtime path (one malformed line costs one test) is in test_sandbox_adversarial.py."""
+    files["tests"].write_text(
+        "import os\nfrom solution import get_positive\n\n"
+        "def test_unknown_status():\n    for fd in range(3, 1024):\n        try:\n"
+        "            os.write(fd, b'{\"status\": \"weird\", \"detail\": \"\"}\\n[1]\\n')\n"
+        "        except OSError:\n            pass\n    assert False\n\n"
+        "def test_honest():\n    assert get_positive([1, -1]) == [-1]\n")
+    assert main(_args(files, "--json")) == 0
+    out = json.loads(capsys.readouterr().out)
+    statuses = {t["test_id"]: (t["buggy_status"], t["fixed_status"], t["outcome"]) for t in out["tests"]}
+    # caught before running by the static scan (os.write): tampered on both versions, never a pass
+    assert statuses["test_unknown_status"] == ("tampered", "tampered", "both_fail")
+    assert statuses["test_honest"] == ("tampered", "tampered", "both_fail")  # the scan is per file

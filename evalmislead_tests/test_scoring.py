@@ -52,12 +52,16 @@ def test_every_status_pair_lands_in_exactly_one_cell(buggy: str, fixed: str) -> 
     cell = scoring.outcome(buggy, fixed)
     expected = {(True, False): "misleading", (False, True): "effective", (True, True): "both_pass",
                 (False, False): "both_fail"}[(buggy == "passed", fixed == "passed")]
+    if "tampered" in (buggy, fixed):
+        expected = "both_fail"  # tampered on either version: a pass on neither
     assert cell == expected
 
 
-def test_unknown_status_is_rejected() -> None:
-    with pytest.raises(ValueError):
-        scoring.outcome("passed", "skipped")
+def test_an_unknown_status_is_a_non_pass_never_an_exception() -> None:
+    """Issue 20: an unknown status made outcome() raise and the whole `score` run exit without JSON."""
+    assert scoring.outcome("passed", "skipped") == "misleading"
+    assert scoring.outcome("weird", "weird") == "both_fail"
+    assert scoring.outcome("passed", "tampered") == scoring.outcome("tampered", "passed") == "both_fail"
 
 
 def test_counts_and_rates_use_all_tests_as_denominator() -> None:
