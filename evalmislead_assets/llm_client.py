@@ -1,9 +1,16 @@
 """The engine behind the `llm` resource: OpenAI-compatible chat completions over httpx, with a
-response cache, one `llm_calls` row per HTTP request, retries, and concurrency across servers.
+response cache, one `llm_calls` row per HTTP request, retries, deadlines and concurrency across
+servers.
 
-Nothing is generated twice: the cache key is the sha256 of the exact request body, and
-every answer is committed to DuckDB the moment it arrives, so a killed run loses nothing
-and a re-run sends requests only for what is missing.
+Nothing is generated twice: the cache key is the sha256 of the exact request body, and every
+good answer is committed to DuckDB the moment it arrives, so a killed run loses nothing and a
+re-run sends requests only for what is missing. Only a good answer (llm_errors.judge) is cached;
+an error is a row in llm_calls and in the batch's results, and is asked again next time.
+
+Requests run in daemon threads while the calling thread waits, logs a line at least every
+``progress_every_s`` and watches for a stop (SIGINT / SIGTERM, or Dagster's interrupt raised
+in it): then everything in flight is abandoned at once, marked ``abandoned`` in llm_calls
+(not an error: it was not answered), and nothing more is logged.
 """
 
 from __future__ import annotations
@@ -12,33 +19,27 @@ import json
 import logging
 import threading
 import time
-import uuid
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 import httpx
 
+from evalmislead_assets import llm_errors
 from evalmislead_assets.hashing import sha256_text
+from evalmislead_assets.llm_errors import Attempt, one_line
+from evalmislead_assets.llm_servers import probe_servers
+from evalmislead_assets.llm_store import CallStore
 from evalmislead_assets.llm_types import (
-    BatchStats, ChatRequest, ChatResult, LLMUnreachable, canonical_json, request_body, result_from_response,
+    BatchStats, ChatRequest, ChatResult, LLMFailing, LLMUnreachable, request_body, result_from_response,
     server_settings,
 )
+from evalmislead_assets.stop_signals import StopRequested, stop_requested
 from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.wait_progress import Heartbeat
 
 _log = logging.getLogger(__name__)
-# /props fields that change on every server start without changing any answer.
-_VOLATILE_PROPS = ("media_marker", "is_sleeping")
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    return " ".join(str(text).split())[:limit]
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 @dataclass
@@ -47,8 +48,7 @@ class _Server:
     props_sha: str | None = None
     props: dict[str, Any] = field(default_factory=dict)
     in_flight: int = 0
-    failures: int = 0  # consecutive transport failures; 0 after any answer
-    last_error: str = ""
+    failures: int = 0  # consecutive attempts it did not answer at all; 0 after any response
 
 
 @dataclass
@@ -56,14 +56,20 @@ class _Job:
     key: str
     request_json: str
     request: ChatRequest  # the first request with this key (provenance of the llm_calls rows)
+    replace_cached: bool = False  # llm_cache holds a bad row for this key
 
 
 class ChatClient:
-    """The engine behind the `llm` resource; `transport` lets tests swap the network for httpx.MockTransport."""
+    """The engine behind the `llm` resource; `transport` lets tests swap the network for httpx.MockTransport.
+
+    ``timeout_s``: the longest silence while a request waits for bytes (llama-server sends a
+    non-streamed answer when it is complete, so this bounds one generation); ``deadline_s``: the
+    longest one request may take, its retries included.
+    """
 
     def __init__(
         self,
-        urls: list[str] | Callable[[], list[str]],
+        urls: list[str] | Callable[[Any], list[str]],  # a callable gets the batch's log (embedded server start)
         model: str = "",
         max_in_flight: int = 2,
         timeout_s: float = 1800.0,
@@ -71,78 +77,37 @@ class ChatClient:
         seed: int = 1234,
         backoff_s: float = 1.0,
         transport: httpx.BaseTransport | None = None,
+        deadline_s: float = 3600.0,
+        progress_every_s: float = 30.0,
+        error_streak: int = 6,
     ) -> None:
         self._urls = urls
         self.model = model
         self.max_in_flight = max(1, max_in_flight)
-        self.timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
+        self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
         self.retries = max(0, retries)
         self.seed = seed
         self.backoff_s = backoff_s
         self.transport = transport
+        self.progress_every_s = progress_every_s
+        self.error_streak = max(1, error_streak)  # errors in a row (no good answer between) that stop the batch
         self._db_lock = threading.Lock()
 
     # ---- servers ----
 
-    def _resolve_urls(self) -> list[str]:
-        urls = self._urls() if callable(self._urls) else list(self._urls)
+    def _resolve_urls(self, log: Any = None) -> list[str]:
+        urls = self._urls(log) if callable(self._urls) else list(self._urls)
         if not urls:
             raise LLMUnreachable("no LLM server URL configured")
         return [u.rstrip("/") for u in urls]
 
     def _http(self) -> httpx.Client:
-        return httpx.Client(timeout=self.timeout, transport=self.transport)
+        return httpx.Client(timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
+                            transport=self.transport)
 
-    def _get_props(self, http: httpx.Client, url: str) -> dict[str, Any]:
-        last = ""
-        for attempt in range(self.retries + 1):
-            try:
-                r = http.get(f"{url}/props", timeout=30.0)
-                if r.status_code == 200:
-                    return r.json()
-                last = f"HTTP {r.status_code} on /props"
-                if r.status_code < 500:
-                    return {}
-            except httpx.TransportError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            if attempt < self.retries:
-                time.sleep(self.backoff_s * 2**attempt)
-        raise LLMUnreachable(
-            f"LLM server unreachable at {url} after {self.retries + 1} attempts ({_one_line(last, 160)}); "
-            "start it or fix EVALMISLEAD_LLM_URL"
-        )
-
-    def record_props(self, warehouse: Warehouse, http: httpx.Client, url: str) -> tuple[str, dict[str, Any]]:
-        props = self._get_props(http, url)
-        stable = {k: v for k, v in props.items() if k not in _VOLATILE_PROPS}
-        props_json = canonical_json(stable)
-        sha = sha256_text(props_json)
-        with self._db_lock, warehouse.connect() as con:
-            con.execute(
-                "INSERT OR IGNORE INTO server_props (server_props_sha256, server_url, model, props_json, first_seen) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [sha, url, props.get("model_alias") or props.get("model_path"), props_json, _now()],
-            )
-        return sha, props
-
-    def _probe(
-        self, warehouse: Warehouse, http: httpx.Client, urls: list[str], log: Any
-    ) -> dict[str, tuple[str, dict[str, Any]]]:
-        """/props of every server (recorded in server_props); unreachable ones are left out, all unreachable raises."""
-        found: dict[str, tuple[str, dict[str, Any]]] = {}
-        failed: list[str] = []
-        for url in urls:
-            try:
-                found[url] = self.record_props(warehouse, http, url)
-            except LLMUnreachable as exc:
-                failed.append(str(exc))
-        if not found:
-            raise LLMUnreachable(failed[0] if len(failed) == 1 else (
-                f"no LLM server reachable at {', '.join(urls)}; start them or fix EVALMISLEAD_LLM_URL"
-            ))
-        for msg in failed:
-            log.warning(f"{msg}; continuing with {', '.join(found)}")
-        return found
+    def _probe(self, store: CallStore, http: httpx.Client, urls: list[str], log: Any) -> dict[str, tuple[str, dict[str, Any]]]:
+        return probe_servers(store, http, urls, log, self.retries, self.backoff_s, self.progress_every_s)
 
     def model_name(self, props: dict[str, Any] | None = None) -> str:
         if self.model:
@@ -150,78 +115,36 @@ class ChatClient:
         alias = str((props or {}).get("model_alias") or (props or {}).get("model_path") or "default")
         return alias.rsplit("/", 1)[-1] if alias.endswith(".gguf") else alias
 
-    # ---- cache ----
-
-    def _cached(self, warehouse: Warehouse, keys: list[str]) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        unique = sorted(set(keys))
-        for i in range(0, len(unique), 500):
-            chunk = unique[i:i + 500]
-            with self._db_lock, warehouse.connect() as con:
-                rows = con.execute(
-                    "SELECT c.cache_key, c.response_json, c.server_url, c.server_props_sha256, c.latency_s, "
-                    "p.props_json FROM llm_cache c LEFT JOIN server_props p USING (server_props_sha256) "
-                    "WHERE c.cache_key = ANY(?)", [chunk],
-                ).fetchall()
-            for key, resp, url, sha, lat, props_json in rows:
-                out[key] = {"response": json.loads(resp), "server_url": url, "props_sha": sha, "latency_s": lat,
-                            "props": json.loads(props_json) if props_json else {}}
-        return out
-
-    def _record_call(
-        self, warehouse: Warehouse, job: _Job, server: _Server, status: int | None, latency: float,
-        usage: dict[str, Any], error: str | None, response_json: str | None, store: bool = True,
-    ) -> None:
-        """One llm_calls row, plus the llm_cache row of a good answer (unless ``store`` is off), in one transaction."""
-        req = job.request
-        with self._db_lock, warehouse.connect() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                con.execute(
-                    "INSERT INTO llm_calls (call_id, ts, asset, condition, thinking, task_id, server_url, cache_key, "
-                    "status_code, latency_s, prompt_tokens, completion_tokens, error) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [uuid.uuid4().hex, _now(), req.asset, req.condition, req.thinking, req.task_id, server.url,
-                     job.key, status, latency, usage.get("prompt_tokens"), usage.get("completion_tokens"), error],
-                )
-                if response_json is not None and store:
-                    con.execute(
-                        "INSERT OR IGNORE INTO llm_cache (cache_key, request_json, response_json, server_url, "
-                        "server_props_sha256, latency_s, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [job.key, job.request_json, response_json, server.url, server.props_sha, latency, _now()],
-                    )
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-
     # ---- the batch ----
 
     def run_batch(
         self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None, bypass_cache: bool = False
     ) -> tuple[list[ChatResult], BatchStats]:
-        """Answers in request order. ``bypass_cache``: send every request even when an answer is
-        stored, and leave llm_cache as it is (the llm_calls rows are still written)."""
+        """Answers in request order (an error is a result with ``error`` set). ``bypass_cache``: send
+        every request even when an answer is stored, and leave llm_cache as it is (the llm_calls
+        rows are still written)."""
         log = log or _log
         start = time.monotonic()
         stats = BatchStats(total=len(requests))
         if not requests:
             return [], stats
         label = f"{requests[0].asset}[{requests[0].condition or '-'}|{requests[0].thinking}]"
+        store = CallStore(warehouse, self._db_lock)
 
         props_by_url: dict[str, tuple[str, dict[str, Any]]] = {}
         http = self._http()
+        interrupted = False
         try:
             # The model name is part of every body (and so of every cache key). It is known
             # without a server when configured (or for the embedded server); otherwise the
             # servers' /props name it.
             if not self.model:
-                props_by_url = self._probe(warehouse, http, self._resolve_urls(), log)
+                props_by_url = self._probe(store, http, self._resolve_urls(log), log)
             model = self.model_name(next(iter(props_by_url.values()))[1] if props_by_url else None)
 
             bodies = [request_body(r, model, self.seed) for r in requests]
             keys = [sha256_text(b) for b in bodies]
-            cached = {} if bypass_cache else self._cached(warehouse, keys)
+            cached, bad = ({}, set()) if bypass_cache else store.cached(keys)
             results: dict[str, ChatResult] = {}
             for key, body in zip(keys, bodies):
                 if key in cached and key not in results:
@@ -231,18 +154,25 @@ class ChatClient:
                         props_sha=c["props_sha"], from_cache=True, props=c["props"],
                     )
             stats.cache_hits = sum(1 for k in keys if k in cached)
+            if bad:
+                log.warning(f"{label}: {len(bad)} stored answers are error bodies (kept by an older version); "
+                            "asking for them again")
             jobs: dict[str, _Job] = {}
             for key, body, req in zip(keys, bodies, requests):
                 if key not in results and key not in jobs:
-                    jobs[key] = _Job(key, body, req)
+                    jobs[key] = _Job(key, body, req, replace_cached=key in bad)
             if jobs:
                 log.info(f"{label}: {len(requests)} requests, {stats.cache_hits} from the cache, sending {len(jobs)}")
-                props_by_url = props_by_url or self._probe(warehouse, http, self._resolve_urls(), log)
+                props_by_url = props_by_url or self._probe(store, http, self._resolve_urls(log), log)
                 servers = [_Server(u, sha, props) for u, (sha, props) in props_by_url.items()]
-                self._send_all(warehouse, http, servers, list(jobs.values()), results, stats, log, label, start,
-                               store=not bypass_cache)
+                self._send_all(store, http, servers, list(jobs.values()), results, stats, log, label, start,
+                               keep=not bypass_cache)
+        except BaseException:
+            interrupted = True
+            raise
         finally:
-            http.close()
+            if not interrupted:
+                http.close()  # (on a stop, threads may still use it: it goes with the process)
 
         out = [results[key] for key in keys]
         stats.errors = sum(1 for r in out if r.error)
@@ -256,15 +186,54 @@ class ChatClient:
         )
         return out, stats
 
+    def _attempt(self, http: httpx.Client, url: str, job: _Job, deadline: float, cancel: threading.Event) -> Attempt:
+        """One POST, read as a stream so the overall deadline holds even when bytes keep trickling in."""
+        remaining = max(0.01, deadline - time.monotonic())
+        gap = min(self.timeout_s, remaining)
+        timeout = httpx.Timeout(gap, connect=min(10.0, gap), pool=remaining)
+        status: int | None = None
+        received, expected = 0, None
+        try:
+            with http.stream("POST", f"{url}/v1/chat/completions", content=job.request_json.encode("utf-8"),
+                             headers={"Content-Type": "application/json"}, timeout=timeout) as resp:
+                status = resp.status_code
+                length = resp.headers.get("content-length", "")
+                expected = int(length) if length.isdigit() else None
+                chunks: list[bytes] = []
+                for chunk in resp.iter_bytes():
+                    if cancel.is_set():
+                        return Attempt(status, abandoned=True)
+                    chunks.append(chunk)
+                    received += len(chunk)
+                    if time.monotonic() > deadline:
+                        return llm_errors.deadline_passed(status, self.deadline_s, received)
+                return llm_errors.judge(status, b"".join(chunks), resp.headers.get("content-type", ""))
+        except httpx.TransportError as exc:
+            if cancel.is_set():
+                return Attempt(status, abandoned=True)
+            if isinstance(exc, httpx.TimeoutException) and time.monotonic() >= deadline - 0.05:
+                return llm_errors.deadline_passed(status, self.deadline_s, received)
+            return llm_errors.transport_failure(exc, status, received, expected, gap)
+
     def _send_all(
-        self, warehouse: Warehouse, http: httpx.Client, servers: list[_Server], jobs: list[_Job],
-        results: dict[str, ChatResult], stats: BatchStats, log: Any, label: str, start: float, store: bool = True,
+        self, store: CallStore, http: httpx.Client, servers: list[_Server], jobs: list[_Job],
+        results: dict[str, ChatResult], stats: BatchStats, log: Any, label: str, start: float, keep: bool = True,
     ) -> None:
         lock = threading.Lock()
-        abort = threading.Event()
-        abort_reason: list[str] = []
-        progress = {"done": stats.cache_hits, "tokens": 0, "last_log": time.monotonic()}
+        abort = threading.Event()  # send nothing new; requests in flight finish and are stored
+        cancel = threading.Event()  # a stop: abandon everything, record and log nothing more
+        abort_reason: list[tuple[type[LLMUnreachable], str]] = []  # why no more requests were sent
+        failures: list[BaseException] = []
+        queue = deque(jobs)
+        in_flight: dict[str, tuple[str, str, float]] = {}  # call_id -> (task_id, server, since)
+        progress = {"done": stats.cache_hits, "tokens": 0, "streak": 0, "errors": 0}
+        first_error: list[str] = []
         total = stats.total
+        heartbeat = Heartbeat(log.info, self.progress_every_s)
+
+        def say(level: str, text: str) -> None:
+            if not cancel.is_set() and not stop_requested():
+                getattr(log, level)(text)
 
         def pick() -> _Server:
             with lock:
@@ -273,108 +242,151 @@ class ChatClient:
                 server.in_flight += 1
                 return server
 
+        def progress_line(now: float) -> str:
+            elapsed = now - start
+            sent_done = progress["done"] - stats.cache_hits
+            eta = elapsed / sent_done * (total - progress["done"]) if sent_done else 0.0
+            return (f"{label}: {progress['done']}/{total} answers done, {stats.requests_sent} requests sent, "
+                    f"{progress['errors']} errors, {progress['tokens'] / elapsed if elapsed > 0 else 0:.1f} tok/s, "
+                    f"ETA {eta:.0f} s")
+
         def finished(job: _Job, result: ChatResult) -> None:
             with lock:
                 results[job.key] = result
                 progress["done"] += 1
                 progress["tokens"] += result.completion_tokens or 0
+                if result.error:
+                    progress["errors"] += 1
+                    progress["streak"] += 1
+                    if not first_error:
+                        first_error.append(f"{job.request.task_id}: {result.error}")
+                    if progress["streak"] >= self.error_streak and not abort.is_set():
+                        abort_reason.append((LLMFailing,
+                            f"{label}: {progress['streak']} requests in a row failed, so no more were sent "
+                            f"(first: {one_line(first_error[0], 240)})"))
+                        abort.set()
+                else:
+                    progress["streak"] = 0
                 now = time.monotonic()
-                if now - progress["last_log"] >= 5.0 or progress["done"] == total:
-                    progress["last_log"] = now
-                    elapsed = now - start
-                    sent_done = progress["done"] - stats.cache_hits
-                    eta = elapsed / sent_done * (total - progress["done"]) if sent_done else 0.0
-                    log.info(
-                        f"{label}: {progress['done']}/{total} answers done, {stats.requests_sent} requests sent, "
-                        f"{progress['tokens'] / elapsed if elapsed > 0 else 0:.1f} tok/s, ETA {eta:.0f} s"
-                    )
+                if now - heartbeat.last >= 5.0 or progress["done"] == total:
+                    heartbeat.reset()
+                    say("info", progress_line(now))
 
-        def work(job: _Job) -> None:
-            attempt = 0
-            while not abort.is_set():
+        def error_result(job: _Job, server: _Server, attempt: Attempt, latency: float) -> ChatResult:
+            slots, cache_prompt, build = server_settings(server.props, job.request_json)
+            return ChatResult(
+                request_json=job.request_json, cache_key=job.key, text="", reasoning=None,
+                reasoning_present=False, finish_reason=None, prompt_tokens=None, completion_tokens=None,
+                latency_s=latency, server_url=server.url, server_props_sha256=server.props_sha,
+                model=json.loads(job.request_json).get("model"), from_cache=False, error=attempt.error,
+                total_slots=slots, cache_prompt=cache_prompt, build_info=build,
+            )
+
+        def run_job(job: _Job) -> None:
+            attempt_no = 0
+            deadline = time.monotonic() + self.deadline_s
+            while not (abort.is_set() or cancel.is_set()):
                 server = pick()
-                t0 = time.monotonic()
-                status: int | None = None
-                error: str | None = None
-                transport_error = False
-                payload: dict[str, Any] | None = None
                 try:
-                    resp = http.post(
-                        f"{server.url}/v1/chat/completions", content=job.request_json.encode("utf-8"),
-                        headers={"Content-Type": "application/json"},
-                    )
-                    status = resp.status_code
-                    if status == 200:
-                        payload = resp.json()
-                    else:
-                        error = f"HTTP {status}: {_one_line(resp.text)}"
-                except httpx.TransportError as exc:
-                    transport_error = True
-                    error = f"{type(exc).__name__}: {_one_line(str(exc)) or 'no detail'}"
-                except ValueError as exc:  # a 200 whose body is not JSON
-                    error = f"bad JSON from server: {_one_line(str(exc))}"
+                    call_id = store.begin(job.request, job.key, server.url)
+                except BaseException:
+                    with lock:
+                        server.in_flight -= 1
+                    raise
+                t0 = time.monotonic()
+                with lock:
+                    stats.requests_sent += 1
+                    in_flight[call_id] = (job.request.task_id, server.url, t0)
+                try:
+                    attempt = self._attempt(http, server.url, job, deadline, cancel)
+                finally:
+                    with lock:
+                        server.in_flight -= 1
+                        in_flight.pop(call_id, None)
+                if attempt.abandoned or cancel.is_set():
+                    return  # the row stays 'sent' until the stop marks it abandoned
                 latency = time.monotonic() - t0
                 with lock:
-                    server.in_flight -= 1
-                    stats.requests_sent += 1
-                    if transport_error:
-                        server.failures += 1
-                        server.last_error = error or ""
-                    elif status is not None:
-                        server.failures = 0
-                usage = (payload or {}).get("usage") or {}
-                self._record_call(
-                    warehouse, job, server, status, latency, usage, error,
-                    canonical_json(payload) if payload is not None else None, store=store,
-                )
-                if payload is not None:
+                    server.failures = server.failures + 1 if attempt.server_failed else 0
+                store.finish(call_id, attempt, latency, job.key, job.request_json, server.url, server.props_sha,
+                             store=keep, replace=job.replace_cached)
+                if attempt.ok:
                     finished(job, result_from_response(
-                        job.request_json, job.key, payload, latency_s=latency, server_url=server.url,
+                        job.request_json, job.key, attempt.payload or {}, latency_s=latency, server_url=server.url,
                         props_sha=server.props_sha, from_cache=False, props=server.props,
                     ))
                     return
-                retryable = transport_error or (status is not None and status >= 500)
-                if retryable and attempt < self.retries:
-                    attempt += 1
-                    log.warning(f"{label}: {job.request.task_id} attempt {attempt} failed ({error}); retrying")
-                    abort.wait(self.backoff_s * 2 ** (attempt - 1))
+                wait = self.backoff_s * 2**attempt_no
+                if attempt.retryable and attempt_no < self.retries and time.monotonic() + wait < deadline:
+                    attempt_no += 1
+                    say("warning", f"{label}: {job.request.task_id} attempt {attempt_no} failed ({attempt.error}); "
+                                   f"retrying in {wait:.0f} s")
+                    if cancel.wait(wait):
+                        return
                     continue
-                if transport_error:
+                if attempt.server_failed:
                     with lock:
                         all_down = all(s.failures > 0 for s in servers)
                         if all_down and not abort.is_set():
                             names = ", ".join(s.url for s in servers)
-                            abort_reason.append(
-                                f"LLM server unreachable at {names} after {attempt + 1} attempts "
-                                f"({_one_line(error or '', 160)})"
-                            )
+                            what = "unreachable" if attempt.kind == llm_errors.CONNECT else "not answering"
+                            abort_reason.append((LLMUnreachable, f"LLM server {what} at {names} after "
+                                                 f"{attempt_no + 1} attempts ({one_line(attempt.error or '', 160)})"))
                             abort.set()
                     if all_down:
                         return
-                slots, cache_prompt, build = server_settings(server.props, job.request_json)
-                finished(job, ChatResult(
-                    request_json=job.request_json, cache_key=job.key, text="", reasoning=None,
-                    reasoning_present=False, finish_reason=None, prompt_tokens=None, completion_tokens=None,
-                    latency_s=latency, server_url=server.url, server_props_sha256=server.props_sha,
-                    model=json.loads(job.request_json).get("model"), from_cache=False, error=error,
-                    total_slots=slots, cache_prompt=cache_prompt, build_info=build,
-                ))
+                finished(job, error_result(job, server, attempt, latency))
                 return
 
-        pool = ThreadPoolExecutor(max_workers=min(self.max_in_flight, len(jobs)), thread_name_prefix="llm")
-        futures = [pool.submit(work, j) for j in jobs]
+        def worker() -> None:
+            try:
+                while not (abort.is_set() or cancel.is_set()):
+                    with lock:
+                        job = queue.popleft() if queue else None
+                    if job is None:
+                        return
+                    run_job(job)
+            except BaseException as exc:  # a storage error: stop the batch, the caller raises it
+                if not cancel.is_set():
+                    failures.append(exc)
+                    abort.set()
+            finally:
+                with lock:
+                    alive[0] -= 1
+                    if alive[0] == 0:
+                        all_done.set()
+
+        def waiting(seconds: float) -> str:
+            with lock:
+                flying = sorted(in_flight.values(), key=lambda x: x[2])
+                queued = len(queue)
+            if not flying:
+                return f"{progress_line(time.monotonic())}; {queued} queued, none in flight (backing off before a retry)"
+            task, url, since = flying[0]
+            return (f"{progress_line(time.monotonic())}; waiting for {len(flying)} requests in flight "
+                    f"(longest: {task} on {url}, {time.monotonic() - since:.0f} s), {queued} queued")
+
+        n_threads = min(self.max_in_flight, len(jobs))
+        alive = [n_threads]
+        all_done = threading.Event()
+        for i in range(n_threads):
+            threading.Thread(target=worker, name=f"llm-{i}", daemon=True).start()
         try:
-            for f in futures:
-                f.result()
-        except BaseException:  # Ctrl-C, a storage error: send nothing new; in-flight answers are still stored
+            while not all_done.wait(0.2):
+                if stop_requested():
+                    raise StopRequested()
+                heartbeat.beat(waiting)
+        except BaseException:  # a stop (signal, Dagster's interrupt), or a storage error in this thread
+            cancel.set()
             abort.set()
-            pool.shutdown(wait=False, cancel_futures=True)
-            log.warning(f"{label}: stopping; requests already in flight finish and are stored")
+            with lock:
+                abandoned = list(in_flight)
+            store.abandon(abandoned)
             raise
-        pool.shutdown(wait=True)
+        if failures:
+            raise failures[0]
         if abort_reason:
             stored = sum(1 for r in results.values() if not r.error)
-            raise LLMUnreachable(
-                f"{abort_reason[0]}; {stored} of {total} answers are stored and a re-run resumes from them; "
-                "restart the server or fix EVALMISLEAD_LLM_URL"
-            )
+            kind, why = abort_reason[0]
+            tail = "fix the server" if kind is LLMFailing else "restart the server or fix EVALMISLEAD_LLM_URL"
+            raise kind(f"{why}; {stored} of {total} answers are stored and a re-run resumes from them; {tail}")

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalmislead_assets.llm_errors import usage_int
 from evalmislead_assets.reasoning import split_leading_think
 
 
@@ -68,8 +69,23 @@ class LLMUnreachable(RuntimeError):
     """No server answered after the retries; the message is one line naming the URL(s)."""
 
 
+class LLMFailing(LLMUnreachable):
+    """Servers answer, but only with errors: the batch stopped early; the message is one line with the count."""
+
+
 def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def response_json(payload: Any) -> str:
+    """An answer as stored in llm_cache: canonical JSON; text that UTF-8 cannot hold (a lone
+    surrogate such as "\\ud800") is kept as its JSON escape, which reads back to the same string."""
+    text = canonical_json(payload)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return text
 
 
 def build_body(req: ChatRequest, model: str, seed: int) -> dict[str, Any]:
@@ -127,14 +143,16 @@ def result_from_response(
     request_json: str, key: str, response: dict[str, Any], *, latency_s: float | None, server_url: str | None,
     props_sha: str | None, from_cache: bool, props: dict[str, Any] | None = None,
 ) -> ChatResult:
-    choice = (response.get("choices") or [{}])[0]
+    choice = (response.get("choices") or [{}])[0]  # a checked answer (llm_errors.malformed)
     text, reasoning = split_reasoning(choice.get("message") or {})
     usage = response.get("usage") or {}
+    finish = choice.get("finish_reason")
     slots, cache_prompt, build = server_settings(props, request_json)
     return ChatResult(
         request_json=request_json, cache_key=key, text=text, reasoning=reasoning,
-        reasoning_present=bool(reasoning and reasoning.strip()), finish_reason=choice.get("finish_reason"),
-        prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
+        reasoning_present=bool(reasoning and reasoning.strip()),
+        finish_reason=None if finish is None else str(finish),
+        prompt_tokens=usage_int(usage, "prompt_tokens"), completion_tokens=usage_int(usage, "completion_tokens"),
         latency_s=latency_s, server_url=server_url, server_props_sha256=props_sha,
         model=json.loads(request_json).get("model"), from_cache=from_cache, error=None,
         total_slots=slots, cache_prompt=cache_prompt, build_info=build,

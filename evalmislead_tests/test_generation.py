@@ -246,3 +246,48 @@ def test_every_answer_records_the_servers_determinism_settings(seeded_warehouse,
         # the new columns come last, after the ones old DuckDB files already have
         columns = wh.query_df(f"SELECT * FROM {table} LIMIT 0").columns.tolist()
         assert columns[-3:] == ["total_slots", "cache_prompt", "build_info"]
+
+
+@pytest.mark.slow
+def test_answers_that_are_errors_fail_the_step_and_a_rerun_asks_only_for_them(
+    seeded_warehouse, llama_server, monkeypatch, tmp_path
+) -> None:
+    """A real 400 (a prompt over the slot's context) is not an answer with zero tests: the step fails."""
+    import shutil
+
+    wh = seeded_warehouse
+    monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30,0")
+    prompts_dir = tmp_path / "prompts"
+    shutil.copytree(Path(__file__).parents[1] / "prompts", prompts_dir)
+    template = prompts_dir / "test_generation.md"
+    template.write_text(template.read_text() + "\n" + "padding " * 3000)
+    monkeypatch.setenv("EVALMISLEAD_PROMPTS_DIR", str(prompts_dir))
+    key = partition_key("buggy_code", "off")
+    result = _run(llama_server, generation.test_generations, key, {"max_tokens": 8}, raise_on_error=False)
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message.strip()
+    assert "2 of 2 requests failed" in message and "HTTP 400" in message and "\n" not in message, message
+    assert _count(wh, "test_generations") == 0 and _count(wh, "llm_cache") == 0
+    assert _count(wh, "llm_calls WHERE status_code = 400 AND state = 'error'") == 2  # a 4xx is not retried
+
+    template.write_text("Write pytest tests for {code}")  # a prompt that fits: the re-run sends both again
+    rerun = _run(llama_server, generation.test_generations, key, {"max_tokens": 8})
+    assert _metadata(rerun, generation.test_generations)["requests_sent"] == 2
+    assert _count(wh, "test_generations WHERE error IS NULL") == 2
+
+
+@pytest.mark.parametrize("mode", ["status:500", "error_body", "html"])
+def test_a_failing_server_fails_the_step_never_a_zero_test_answer(seeded_warehouse, monkeypatch, mode) -> None:
+    from evalmislead_tests.fake_llm_server import FakeLLMServer
+
+    wh = seeded_warehouse
+    monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30,0")
+    with FakeLLMServer(mode) as fake:
+        result = _run(fake.url, generation.model_specs, "off", retries=1, raise_on_error=False)
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message.strip()
+    assert "model_specs[-|off]: 2 of 2 requests failed (first: Python/" in message and "\n" not in message, message
+    assert _count(wh, "model_specs") == 0 and _count(wh, "llm_cache") == 0
+    assert not result.asset_materializations_for_node(generation.model_specs.op.name)

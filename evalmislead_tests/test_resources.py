@@ -17,7 +17,7 @@ class FakeEmbedded:
 
     started: list["FakeEmbedded"] = []
 
-    def __init__(self, parallel: int, ctx_per_slot: int) -> None:
+    def __init__(self, parallel: int, ctx_per_slot: int, **kw: object) -> None:
         self.parallel, self.ctx_per_slot, self.running = parallel, ctx_per_slot, False
         self.url = f"http://embedded{len(self.started)}:1"
 

@@ -159,3 +159,28 @@ def test_cli_busy_port_exits_2_with_one_line() -> None:
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert err.strip().count("\n") == 0 and f"port {port}" in err and "--port" in err
+
+
+def test_start_up_logs_while_the_model_loads_and_gives_up_on_a_stop(tmp_path, monkeypatch) -> None:
+    """A server that never gets healthy: a progress line while it loads, and a stop ends the wait and the process."""
+    import threading
+
+    from evalmislead_assets import stop_signals
+
+    binary = tmp_path / "slow-llama-server"
+    binary.write_text("#!/bin/sh\nexec sleep 600\n")
+    binary.chmod(0o755)
+    model = server.GGUF(tmp_path / "m.gguf", "slow-model")
+    monkeypatch.setenv("EVALMISLEAD_LLAMA_SERVER", str(binary))
+    lines: list[str] = []
+    srv = EmbeddedServer(log_path=tmp_path / "s.log", model=model, log=lines.append, progress_every_s=0.2)
+    stopper = threading.Timer(1.5, stop_signals.STOP.set)
+    stopper.start()
+    try:
+        with pytest.raises(stop_signals.StopRequested):
+            srv.start(timeout_s=300)
+    finally:
+        stopper.cancel()
+        stop_signals.STOP.clear()
+    assert any(f"waiting for llama-server at {srv.url} to load slow-model" in ln for ln in lines), lines
+    assert not srv.is_running()

@@ -77,3 +77,24 @@ def test_summary_of_an_empty_database_says_so(tmp_path) -> None:
     lines = summary.summary_lines(wh.path, [tmp_path / "report.md"])
     assert any("no executed test is stored yet" in ln for ln in lines)
     assert not any("report at" in ln for ln in lines)
+
+
+def test_the_summary_counts_this_runs_llm_requests_and_errors(tmp_path) -> None:
+    import datetime as dt
+
+    wh = Warehouse(tmp_path / "calls.duckdb")
+    old, start = dt.datetime(2026, 1, 1), dt.datetime(2026, 6, 1)
+    rows = [  # (ts, task, state, error)
+        (old, "Python/9", "error", "HTTP 500: from an earlier run"),
+        (start + dt.timedelta(seconds=1), "Python/1", "error", "HTTP 503: busy"),
+        (start + dt.timedelta(seconds=2), "Python/1", "answered", None),
+        (start + dt.timedelta(seconds=3), "Python/2", "answered", None),
+        (start + dt.timedelta(seconds=4), "Python/3", "sent", None),
+    ]
+    wh.append_rows("llm_calls", pd.DataFrame([{"call_id": str(i), "ts": ts, "task_id": t, "state": s, "error": e}
+                                              for i, (ts, t, s, e) in enumerate(rows)]))
+    line = summary.llm_calls_line(wh.path, start)
+    assert line.startswith("LLM requests this run: 4 sent, 2 answered, 1 errors, 1 unfinished, 0 abandoned")
+    assert "first: Python/1: HTTP 503: busy" in line and "earlier run" not in line
+    lines = summary.summary_lines(wh.path, [], since=start)
+    assert line in lines

@@ -22,10 +22,12 @@ from dagster import (
 from evalmislead_assets import problems as problem_data
 from evalmislead_assets import prompts, settings
 from evalmislead_assets.assets.problems import STUDY_PROBLEM_INS
+from evalmislead_assets.llm_errors import batch_errors_line
 from evalmislead_assets.llm_types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
 from evalmislead_assets.resources import LLMResource, WarehouseResource
 from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.storage_text import text_column  # answers may hold lone surrogates (escaped on write)
 
 THINKING_CHECK = "thinking_mode_respected"
 _THINKING_CHECK_DOC = (
@@ -70,8 +72,8 @@ def _rows(problems: pd.DataFrame, rendered: list[prompts.Rendered], results: lis
         "template_sha256": [p.template_sha256 for p in rendered],
         "prompt_sha256": [p.prompt_sha256 for p in rendered],
         "request_json": [r.request_json for r in results],
-        "response_text": [None if r.error else r.text for r in results],
-        "reasoning_text": [r.reasoning for r in results],
+        "response_text": text_column([None if r.error else r.text for r in results]),
+        "reasoning_text": text_column([r.reasoning for r in results]),
         "reasoning_present": [bool(r.reasoning_present) for r in results],
         "finish_reason": [r.finish_reason for r in results],
         "prompt_tokens": pd.array([r.prompt_tokens for r in results], dtype="Int32"),
@@ -141,7 +143,18 @@ def _generate(
         results, stats = llm.run_batch_with_stats(wh, requests, log=context.log)
     except LLMUnreachable as exc:  # answers received so far are in llm_cache; the partition keeps its old rows
         raise Failure(description=str(exc)) from None
+    _fail_on_errors(f"{asset_name}[{condition or '-'}|{thinking}]", requests, results)
     return _rows(problems, rendered, results), results, stats
+
+
+def _fail_on_errors(label: str, requests: list[ChatRequest], results: list[ChatResult]) -> None:
+    """A server error is not an answer with zero tests: the step fails and the partition keeps its old rows."""
+    line = batch_errors_line(label, [r.task_id for r in requests], [r.error for r in results])
+    if line:
+        raise Failure(description=line, metadata={
+            "errors": sum(1 for r in results if r.error),
+            "error_samples": MetadataValue.json([r.error for r in results if r.error][:5]),
+        })
 
 
 @asset(
@@ -163,7 +176,7 @@ def model_specs(
     rendered = [prompts.spec_prompt(p, template) for p in problems.to_dict("records")]
     df, results, stats = _generate(context, wh, llm, "model_specs", None, thinking, problems, rendered, config)
     df.insert(0, "thinking", thinking)
-    df["spec_text"] = [None if r.error else prompts.extract_spec(r.text) for r in results]
+    df["spec_text"] = text_column([None if r.error else prompts.extract_spec(r.text) for r in results])
     metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking))
     metadata["empty_specs"] = int(sum(1 for s in df["spec_text"] if not s))
     # the partition's rows are replaced by the IO manager (one transaction)

@@ -9,6 +9,7 @@ and the fixed version) and where the report is. A condition with no executed tes
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +90,32 @@ def worked_example(wh: Warehouse) -> list[str]:
     return out
 
 
-def summary_lines(db: Path, report_paths: list[Path]) -> list[str]:
+def llm_calls_line(db: Path, since: datetime | None = None) -> str:
+    """The LLM requests of this run (llm_calls since ``since``): sent, answered, errors (with the first), unfinished."""
     wh = Warehouse(db)
-    out: list[str] = []
+    if not wh.path.exists() or not wh.table_exists("llm_calls"):
+        return "LLM requests this run: none sent"
+    where, params = ("WHERE ts >= ?", [since]) if since is not None else ("", [])
+    row = wh.query_df(
+        "SELECT count(*) AS sent, count(*) FILTER (WHERE state = 'answered' OR (state IS NULL AND error IS NULL)) "
+        "AS answered, count(*) FILTER (WHERE state = 'error' OR (state IS NULL AND error IS NOT NULL)) AS errors, "
+        "count(*) FILTER (WHERE state = 'sent') AS unfinished, count(*) FILTER (WHERE state = 'abandoned') AS abandoned, "
+        f"arg_min(task_id || ': ' || error, ts) FILTER (WHERE error IS NOT NULL) AS first_error FROM llm_calls {where}",
+        params).iloc[0]
+    if int(row["sent"]) == 0:
+        return "LLM requests this run: none sent (every answer came from the cache)"
+    text = (f"LLM requests this run: {int(row['sent'])} sent, {int(row['answered'])} answered, "
+            f"{int(row['errors'])} errors")
+    if int(row["unfinished"]) or int(row["abandoned"]):
+        text += f", {int(row['unfinished'])} unfinished, {int(row['abandoned'])} abandoned"
+    if int(row["errors"]):
+        text += f" (errors include retried attempts; first: {' '.join(str(row['first_error']).split())[:240]})"
+    return text
+
+
+def summary_lines(db: Path, report_paths: list[Path], since: datetime | None = None) -> list[str]:
+    wh = Warehouse(db)
+    out: list[str] = ["", llm_calls_line(db, since)]
     if wh.table_exists("condition_rates"):
         rates = wh.query_df("SELECT * FROM condition_rates ORDER BY thinking, condition")
         if len(rates):

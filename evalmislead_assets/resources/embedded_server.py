@@ -4,6 +4,7 @@ when the run ends (teardown), so a run whose answers are all cached starts no se
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Optional
 
 from dagster import ConfigurableResource, InitResourceContext
@@ -21,14 +22,15 @@ class EmbeddedServerResource(ConfigurableResource):
     _server: Optional[EmbeddedServer] = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
-    def url(self, parallel: int, ctx_per_slot: int) -> str:
+    def url(self, parallel: int, ctx_per_slot: int, log: Optional[Callable[[str], None]] = None) -> str:
         """The server's base URL, starting it on the first call (a configured field wins over the request)."""
         with self._lock:
             srv = self._server
             if srv is None or not srv.is_running():
                 if srv is not None:
                     srv.stop()  # it died: reap it and start a fresh one
-                srv = EmbeddedServer(parallel=self.parallel or parallel, ctx_per_slot=self.ctx_per_slot or ctx_per_slot)
+                srv = EmbeddedServer(parallel=self.parallel or parallel, ctx_per_slot=self.ctx_per_slot or ctx_per_slot,
+                                     log=log)
                 self._server = srv.start()
             return srv.url
 

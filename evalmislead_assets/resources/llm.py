@@ -3,7 +3,7 @@
 # No `from __future__ import annotations`: Dagster reads the nested-resource annotation at
 # class creation, and a string there would not accept a configure_at_launch() resource.
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional
 
 import httpx
 from dagster import ConfigurableResource
@@ -20,7 +20,12 @@ class LLMResource(ConfigurableResource):
 
     urls: str = ""  # comma-separated; empty -> EVALMISLEAD_LLM_URL -> else the embedded server
     max_in_flight: int = 2  # requests at once over all servers (= the servers' slots in total)
-    timeout_s: float = 1800.0  # per request: a 16k-token answer on a busy server takes minutes
+    # longest silence while waiting for an answer's bytes (llama-server sends a whole answer at
+    # once, so this bounds one generation: a 16k-token answer on a busy server takes minutes)
+    timeout_s: float = 1800.0
+    # longest one request may take, retries included; None: EVALMISLEAD_LLM_DEADLINE_S (3600 s)
+    deadline_s: Optional[float] = None
+    progress_every_s: float = 30.0  # a progress line at least this often while requests are in flight
     retries: int = 4
     seed: int = 1234
     model: str = ""  # empty: the server's /props model alias (the embedded one's alias)
@@ -41,7 +46,7 @@ class LLMResource(ConfigurableResource):
         urls = self.configured_urls()
         model = self.model
         if urls:
-            url_source: list[str] | Callable[[], list[str]] = urls
+            url_source: list[str] | Callable[[Any], list[str]] = urls
         else:
             model = model or server.default_alias()
             # Each slot holds a prompt plus the largest configured output cap.
@@ -49,10 +54,12 @@ class LLMResource(ConfigurableResource):
                       max(settings.max_tokens(t) for t in ("off", "on")) + server.PROMPT_ALLOWANCE)
             embedded = self.embedded_server
             # Started only when a request misses the cache, so a fully cached run needs no server.
-            url_source = lambda: [embedded.url(parallel=self.max_in_flight, ctx_per_slot=ctx)]  # noqa: E731
+            url_source = lambda log: [  # noqa: E731
+                embedded.url(parallel=self.max_in_flight, ctx_per_slot=ctx, log=log.info if log else None)]
         return ChatClient(
             url_source, model=model, max_in_flight=self.max_in_flight, timeout_s=self.timeout_s,
             retries=self.retries, seed=self.seed, backoff_s=self.backoff_s, transport=transport,
+            deadline_s=self.deadline_s or settings.llm_deadline_s(), progress_every_s=self.progress_every_s,
         )
 
     def run_batch_with_stats(
