@@ -154,26 +154,46 @@ def probe_n() -> int:
     return _int_env("EVALMISLEAD_PROBE_N", DEFAULT_PROBE_N)
 
 
+# Work caps per answer (issue 15, item 12): applied before execution, counted in the report where they cut.
+DEFAULT_MAX_TESTS_PER_ANSWER = 100  # demo answers hold ~3 tests, the worked example 7; 16k tokens can hold ~1,000
+DEFAULT_MAX_MUTATION_RUNS_PER_FILE = 1000  # fixed runs + mutant runs of one file (150 tests x 6 mutants: 1,050)
+
+
+def max_tests_per_answer() -> int:
+    """EVALMISLEAD_MAX_TESTS_PER_ANSWER: collected tests scored per answer, in file order (default 100)."""
+    return _int_env("EVALMISLEAD_MAX_TESTS_PER_ANSWER", DEFAULT_MAX_TESTS_PER_ANSWER)
+
+
+def max_mutation_runs_per_file() -> int:
+    """EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE: test runs per file in the mutation pass (default 1000)."""
+    return _int_env("EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE", DEFAULT_MAX_MUTATION_RUNS_PER_FILE)
+
+
 def parse_problem_list(raw: str, n_problems: int = 164) -> list[int] | None:
-    """'30,0,1' or '0-4,30' -> sorted problem indices; '' or 'all' -> None (all)."""
+    """'30,0,1' or '0-4,30' -> sorted problem indices; 'all' -> None (all).
+
+    An empty list ('' or ',') and a reversed range ('5-3') are errors, never "all" or nothing:
+    leave the variable unset for all problems.
+    """
     raw = raw.strip()
-    if raw in ("", "all"):
+    if raw == "all":
         return None
+    parts = [part.strip() for part in raw.split(",") if part.strip()]
+    if not parts:
+        raise ConfigError(f"EVALMISLEAD_PROBLEMS={raw!r} names no problem; unset it for all {n_problems} "
+                          "problems or name some, e.g. '30,0,1' or '0-4'")
     out: set[int] = set()
-    for part in raw.split(","):
-        part = part.strip()
-        if not part:
-            continue
+    for part in parts:
         try:
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                out.update(range(lo, hi + 1))
-            else:
-                out.add(int(part.removeprefix("Python/")))
+            lo, hi = (int(x) for x in part.split("-", 1)) if "-" in part else [int(part.removeprefix("Python/"))] * 2
         except ValueError:
             raise ConfigError(
                 f"EVALMISLEAD_PROBLEMS has {part!r}; use problem numbers like '30,0,1' or ranges like '0-4'"
             ) from None
+        if lo > hi:
+            raise ConfigError(f"EVALMISLEAD_PROBLEMS has the reversed range {part!r}; write it low-high, "
+                              f"e.g. '{hi}-{lo}'")
+        out.update(range(lo, hi + 1))
     bad = sorted(i for i in out if not 0 <= i < n_problems)
     if bad:
         raise ConfigError(f"EVALMISLEAD_PROBLEMS names {bad}; problem numbers run from 0 to {n_problems - 1}")
@@ -181,17 +201,31 @@ def parse_problem_list(raw: str, n_problems: int = 164) -> list[int] | None:
 
 
 def problem_subset() -> list[int] | None:
-    return parse_problem_list(os.environ.get("EVALMISLEAD_PROBLEMS", ""))
+    """EVALMISLEAD_PROBLEMS: unset = all problems; set, it must name some (see parse_problem_list)."""
+    raw = os.environ.get("EVALMISLEAD_PROBLEMS")
+    return None if raw is None else parse_problem_list(raw)
+
+
+def _url_list(name: str) -> list[str]:
+    raw = os.environ.get(name, "").strip()
+    urls = [u.strip().rstrip("/") for u in raw.split(",") if u.strip()]
+    for u in urls:
+        if not u.startswith(("http://", "https://")):
+            raise ConfigError(f"{name} has {u!r}; each URL must start with http:// or https://")
+    return urls
 
 
 def llm_urls() -> list[str]:
     """EVALMISLEAD_LLM_URL: one or more comma-separated server base URLs; empty = embedded server."""
-    raw = os.environ.get("EVALMISLEAD_LLM_URL", "").strip()
-    urls = [u.strip().rstrip("/") for u in raw.split(",") if u.strip()]
-    for u in urls:
-        if not u.startswith(("http://", "https://")):
-            raise ConfigError(f"EVALMISLEAD_LLM_URL has {u!r}; each URL must start with http:// or https://")
-    return urls
+    return _url_list("EVALMISLEAD_LLM_URL")
+
+
+DEFAULT_LLM_DEADLINE_S = 3600
+
+
+def llm_deadline_s() -> float:
+    """EVALMISLEAD_LLM_DEADLINE_S: the longest one LLM request may take, retries included (default 3600)."""
+    return float(_int_env("EVALMISLEAD_LLM_DEADLINE_S", DEFAULT_LLM_DEADLINE_S))
 
 
 def judge_url() -> str:
@@ -209,7 +243,22 @@ class Settings:
 
 
 def load() -> Settings:
+    """The main settings, after every EVALMISLEAD_* value has been checked (``check_all``)."""
+    check_all()
     return Settings(db_path(), problem_subset(), max_tokens("off"), max_tokens("on"), llm_urls())
+
+
+def check_all() -> None:
+    """Parse every setting once, so a bad value stops a run before its first request (ConfigError).
+
+    A new setting's getter belongs in this list: a value read only when a late step runs would
+    otherwise fail hours into a run.
+    """
+    for getter in (db_path, problem_subset, lambda: max_tokens("off"), lambda: max_tokens("on"), llm_urls,
+                   lambda: _url_list("EVALMISLEAD_JUDGE_URL"), dataset_source, sandbox_workers,
+                   judge_max_tokens, probe_n, max_tests_per_answer, max_mutation_runs_per_file,
+                   llm_deadline_s):
+        getter()
 
 
 def replace_environment(env: dict[str, str]) -> None:

@@ -158,7 +158,8 @@ def judge_specs(
 def review_sample(specs: pd.DataFrame, size: int, seed: int) -> pd.DataFrame:
     """Per thinking mode, a seeded random sample (without replacement) of specs that have text."""
     parts = []
-    has_text = specs["spec_text"].map(lambda t: isinstance(t, str) and bool(t.strip()))
+    # a bool mask even when empty: an empty object Series would select columns (KeyError: 'thinking')
+    has_text = specs["spec_text"].map(lambda t: isinstance(t, str) and bool(t.strip())).astype(bool)
     for thinking, g in sorted(specs[has_text].groupby("thinking"), key=lambda kv: kv[0]):
         g = g.sort_values("task_id", key=lambda s: s.map(_task_sort_key)).reset_index(drop=True)
         # seeded per mode by its name: one mode's sample does not depend on which others exist
@@ -209,13 +210,26 @@ def write_review_csv(path: Path, sample: pd.DataFrame, problems: pd.DataFrame) -
 
 
 def read_review_rows(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in ("thinking", "task_id", "human_transcribes_bug", "human_states_correct")
-                   if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ConfigError(f"review file {path} lacks columns {missing}; delete it to have it written again")
-        return [dict(r) for r in reader]
+    return [row for _, row in _review_records(path)]
+
+
+def _review_records(path: Path) -> list[tuple[int, dict[str, str]]]:
+    """(line number in the file where the record ends, i.e. where its label columns are, row) per record;
+    a file that is not UTF-8 CSV text is a one-line error naming it."""
+    fix = "fix it or delete it to have it written again"
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            try:
+                missing = [c for c in ("thinking", "task_id", "human_transcribes_bug", "human_states_correct")
+                           if c not in (reader.fieldnames or [])]
+                if missing:
+                    raise ConfigError(f"review file {path} lacks columns {missing}; delete it to have it written again")
+                return [(reader.line_num, dict(r)) for r in reader]
+            except csv.Error as exc:
+                raise ConfigError(f"review file {path} line {reader.line_num + 1}: not CSV ({exc}); {fix}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"review file {path} is not UTF-8 text (byte {exc.start}); {fix}") from None
 
 
 _YES = {"yes", "y", "true", "1"}
@@ -236,7 +250,7 @@ def parse_yes_no(value: str | None, where: str) -> bool | None:
 def read_review_csv(path: Path) -> pd.DataFrame:
     """Human labels from the CSV (blank = not labelled), one row per sampled spec."""
     rows = []
-    for n, r in enumerate(read_review_rows(path), start=2):
+    for n, r in _review_records(path):
         where = f"review file {path} line {n}"
         rows.append({
             "thinking": r["thinking"], "task_id": r["task_id"], "review_spec_sha256": r.get("spec_sha256") or None,

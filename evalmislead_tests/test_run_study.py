@@ -1,11 +1,14 @@
 """The README's main job, end to end on the embedded llama-server (small subset, small caps)."""
 
 import os
+import signal
 import subprocess
 import sys
 
 import duckdb
 import pytest
+
+from evalmislead_tests.fake_llm_server import FakeLLMServer
 
 
 def _env(tmp_path) -> dict[str, str]:
@@ -65,3 +68,65 @@ def test_main_job_on_the_bundled_coder_model_shows_the_study(tmp_path) -> None:
     instance = DagsterInstance.from_config(str(tmp_path / "dagster_home"))
     runs = instance.get_runs()
     assert len(runs) >= 6 and all(r.status == DagsterRunStatus.SUCCESS for r in runs)
+
+
+# ---- faults against the fake server (issue 15) ----
+
+def _fake_env(tmp_path, url: str) -> dict[str, str]:
+    return _env(tmp_path) | {"EVALMISLEAD_PROBLEMS": "30,0", "EVALMISLEAD_LLM_URL": url}
+
+
+def _calls(env: dict[str, str], where: str = "true") -> list[tuple]:
+    con = duckdb.connect(env["EVALMISLEAD_DB"], read_only=True)
+    try:
+        return con.execute(f"SELECT asset, task_id, state, error, status_code FROM llm_calls WHERE {where} "
+                           "ORDER BY ts").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_the_run_in_seconds_and_abandons_requests_in_flight(tmp_path, signum, code) -> None:
+    with FakeLLMServer("hang") as fake:
+        env = _fake_env(tmp_path, fake.url)
+        proc = subprocess.Popen([sys.executable, "-m", "evalmislead_assets.cli", "run", "--conditions", "buggy_code"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert fake.wait_for_requests(2, timeout_s=600, in_flight=True), "no request reached the fake server"
+            proc.send_signal(signum)
+            out, err = proc.communicate(timeout=60)  # hung requests: without the stop it would wait 30 min
+        finally:
+            proc.kill()
+    assert proc.returncode == code, out[-2000:] + err[-2000:]
+    assert f"stopped by {signal.Signals(signum).name} during model_specs" in err
+    assert "still running" not in err  # stopped by itself, not by the backstop
+    assert "retrying" not in out + err and "Bad file descriptor" not in out + err
+    calls = _calls(env)
+    assert len(calls) == 2 and {c[2] for c in calls} == {"abandoned"} and all(c[3] is None for c in calls)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_server_errors_fail_the_run_with_the_count_and_a_rerun_asks_only_for_them(tmp_path) -> None:
+    with FakeLLMServer() as fake:
+        env = _fake_env(tmp_path, fake.url)
+        fake.script = ["ok", "status:400"]
+        cmd = [sys.executable, "-m", "evalmislead_assets.cli", "run", "--conditions", "buggy_code"]
+        first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        assert first.returncode == 1, first.stdout[-2000:] + first.stderr[-2000:]
+        assert "model_specs [off] failed" in first.stderr and "1 of 2 requests failed" in first.stderr
+        assert "HTTP 400" in first.stderr and "LLM requests this run: 2 sent, 1 answered, 1 errors" in first.stderr
+        assert "done model_specs" not in first.stdout
+        errored = [c[1] for c in _calls(env) if c[2] == "error"]
+        assert len(errored) == 1
+
+        fake.script = ["status:503"]  # one retried failure: the summary counts it
+        second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    specs = _calls(env, "asset = 'model_specs'")
+    assert [c[1] for c in specs[2:]] == errored * 2  # the re-run asked only the errored one (503, then its answer)
+    assert [c[2] for c in specs[2:]] == ["error", "answered"]
+    summary = [ln for ln in second.stdout.splitlines() if ln.startswith("LLM requests this run:")]
+    assert len(summary) == 1 and "1 errors" in summary[0] and "HTTP 503" in summary[0], summary

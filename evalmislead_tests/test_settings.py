@@ -7,8 +7,13 @@ from evalmislead_assets.settings import ConfigError
 def test_problem_list_parses_numbers_ranges_and_task_ids() -> None:
     assert settings.parse_problem_list("30,0,1") == [0, 1, 30]
     assert settings.parse_problem_list("0-3, Python/30") == [0, 1, 2, 3, 30]
-    assert settings.parse_problem_list("") is None
     assert settings.parse_problem_list("all") is None
+
+
+@pytest.mark.parametrize("raw", ["", " ", ",", "5-3"])
+def test_empty_problem_list_or_reversed_range_is_an_error_not_all_or_none(raw: str) -> None:
+    with pytest.raises(ConfigError, match="EVALMISLEAD_PROBLEMS"):
+        settings.parse_problem_list(raw)
 
 
 @pytest.mark.parametrize("raw", ["abc", "1,x", "200", "-1"])

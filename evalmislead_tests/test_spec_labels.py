@@ -189,7 +189,10 @@ def test_review_csv_rejects_a_non_yes_no_value(tmp_path):
     path = tmp_path / "r.csv"
     sl.write_review_csv(path, _specs(2), problems(2))
     _fill(path, {"Python/1": ("perhaps", "")})
-    with pytest.raises(ConfigError, match="line 3.*perhaps"):
+    # the file's line holding the bad label (the last record's last line), not the record number 3
+    line = next(n for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "perhaps" in text)
+    assert line > 3
+    with pytest.raises(ConfigError, match=f"line {line}: .*perhaps"):
         sl.read_review_csv(path)
 
 

@@ -7,8 +7,10 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
-from evalmislead_assets import settings
+from evalmislead_assets import config_check, settings, stop_signals
+from evalmislead_assets.cli import run_guard
 
 HELP = "Run the study end to end (problems, generation, execution, analysis, report) as Dagster runs."
 
@@ -52,6 +54,8 @@ def ensure_dagster_home() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    # SIGINT / SIGTERM: stop in seconds with 130 / 143 (a second signal exits at once), see stop_signals
+    stop_signals.install()
     if not args.full:
         settings.set_defaults({
             "EVALMISLEAD_PROBLEMS": DEMO_PROBLEMS,
@@ -59,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
             "EVALMISLEAD_MAX_TOKENS_ON": DEMO_MAX_TOKENS_ON,
             "EVALMISLEAD_PROBE_N": DEMO_PROBE_N,
         })
-    cfg = settings.load()  # validates every setting before anything starts
+    cfg = config_check.check_before_run()  # every setting, the DB path and the input files, before anything starts
+    run_guard.hold_data_folder(cfg.db)  # one run per data folder: a second one stops here, naming this pid
     home = ensure_dagster_home()
 
     from dagster import AssetKey, DagsterInstance
@@ -67,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from evalmislead_assets.definitions import defs
     from evalmislead_assets.conditions import CONDITION_NAMES
     from evalmislead_assets.partitions import partition_key
+    from evalmislead_assets.run_launcher import fail_stale_runs
 
     modes = ["off", "on"] if args.thinking == "both" else [args.thinking]
     conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
@@ -79,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     job = defs.resolve_implicit_global_asset_job_def()
     known = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
     instance = DagsterInstance.get()
+    for stale in fail_stale_runs(instance):  # a killed run's partition is free again
+        print(f"evalmislead: {stale.line()}", flush=True)
     subset = "all 164" if cfg.problems is None else ",".join(map(str, cfg.problems))
     print(f"evalmislead: DuckDB {cfg.db}; DAGSTER_HOME {home}; problems {subset}; "
           f"max_tokens off={cfg.max_tokens_off} on={cfg.max_tokens_on}; "
@@ -91,16 +99,20 @@ def run(args: argparse.Namespace) -> int:
         label = f"{'+'.join(keys)}" + (f" [{pkey}]" if pkey is not None else "")
         t0 = time.monotonic()
         print(f"evalmislead: materializing {label} ...", flush=True)
-        result = job.execute_in_process(
-            instance=instance, asset_selection=[AssetKey(k) for k in keys],
-            partition_key=pkey, raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": args.log_level}}}},
-        )
+        try:
+            result = job.execute_in_process(
+                instance=instance, asset_selection=[AssetKey(k) for k in keys],
+                partition_key=pkey, raise_on_error=False,
+                run_config={"loggers": {"console": {"config": {"log_level": args.log_level}}}},
+            )
+        except KeyboardInterrupt:  # a stop that reached us outside Dagster's own handling
+            _stopped(label)
         if not result.success:
             failure = _first_failure(result)
-            if "Interrupted" in failure:
-                failure = "interrupted"
-            raise SystemExit(f"evalmislead: {label} failed: {failure}\n(stored rows are kept; re-run to resume)")
+            if stop_signals.stop_requested() or any(w in failure for w in ("Interrupted", "StopRequested")):
+                _stopped(label)
+            raise SystemExit(f"evalmislead: {label} failed: {failure}\n{_llm_line(cfg.db, progress.since)}\n"
+                             "(stored rows are kept; re-run to resume)")
         print(f"evalmislead: done {label} in {time.monotonic() - t0:.1f} s (run {result.run_id})", flush=True)
 
     progress = Progress(cfg.db, cfg.problems, conditions, modes)
@@ -112,8 +124,25 @@ def run(args: argparse.Namespace) -> int:
             step(CHAIN, partition_key(cond, mode))
             progress.report(f"{cond}|{mode}")
     step(ANALYSIS)
-    _print_summary(cfg.db)
+    _print_summary(cfg.db, progress.since)
     return 0
+
+
+def _stopped(label: str) -> NoReturn:
+    """Exit 130 / 143 after SIGINT / SIGTERM: answers stored so far are kept, in-flight ones were abandoned."""
+    stop_signals.wait_for_signal(1.0)  # the watcher thread may read the signal just after Dagster's handler ran
+    print(f"evalmislead: stopped by {stop_signals.signal_name()} during {label}; answers already stored are kept, "
+          "re-run to resume", file=sys.stderr, flush=True)
+    raise SystemExit(stop_signals.exit_code())
+
+
+def _llm_line(db: Path, since: object) -> str:
+    from evalmislead_assets.cli.summary import llm_calls_line
+
+    try:
+        return llm_calls_line(db, since)
+    except Exception as exc:  # the failure may be the database itself: its own line above says so
+        return f"LLM requests this run: not counted ({type(exc).__name__} reading {db})"
 
 
 class Progress:
@@ -148,11 +177,11 @@ class Progress:
 def _first_failure(result: object) -> str:
     """One line: the failed step and the innermost error (a user error's own message, not Dagster's wrapper)."""
     for event in result.all_events:  # type: ignore[attr-defined]
-        if event.is_step_failure or event.event_type_value == "RUN_FAILURE":
+        if event.is_step_failure or event.is_resource_init_failure or event.is_run_failure:
             err = getattr(event.event_specific_data, "error", None)
             if err is None:
                 return event.message or "unknown failure"
-            while getattr(err, "cause", None) is not None and "DagsterExecutionStepExecutionError" in (err.cls_name or ""):
+            while getattr(err, "cause", None) is not None and (err.cls_name or "").startswith("Dagster"):
                 err = err.cause
             lines = (err.message or "").strip().splitlines()
             text = lines[0] if lines else str(err)
@@ -161,10 +190,11 @@ def _first_failure(result: object) -> str:
     return "unknown failure"
 
 
-def _print_summary(db: Path) -> None:
+def _print_summary(db: Path, since: object = None) -> None:
     from evalmislead_assets.cli.summary import summary_lines
 
-    print("\n".join(summary_lines(db, [settings.report_dir() / "report.md", settings.report_dir() / "report.html"])), flush=True)
+    reports = [settings.report_dir() / "report.md", settings.report_dir() / "report.html"]
+    print("\n".join(summary_lines(db, reports, since=since)), flush=True)
 
 
 if __name__ == "__main__":

@@ -23,11 +23,13 @@ projection) and ``order_by`` are honoured.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Optional
 
 import pandas as pd
 from dagster import (
     ConfigurableIOManager,
+    InitResourceContext,
     InputContext,
     MultiPartitionKey,
     MultiPartitionsDefinition,
@@ -35,7 +37,7 @@ from dagster import (
     PartitionsDefinition,
 )
 
-from evalmislead_assets import settings
+from evalmislead_assets import config_check, settings
 from evalmislead_assets.partitions import condition_partitions, thinking_partitions
 from evalmislead_assets.schema import TABLES
 from evalmislead_assets.storage import Warehouse
@@ -95,6 +97,17 @@ class WarehouseIOManager(ConfigurableIOManager):
 
     def warehouse(self) -> Warehouse:
         return Warehouse(self.path or settings.db_path(), self.lock_timeout_s)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        """Before a run's first step: every setting, the DB path and the input files are checked (a bad
+        one fails the run here with its own one-line message, not later inside a step or an output
+        handler), and the run records its worker process so a killed run can be told from a live one."""
+        config_check.check_before_run(Path(self.path) if self.path else None)
+        run = context.run
+        if context.instance is not None and run is not None:
+            from evalmislead_assets.run_launcher import tag_run_worker
+
+            tag_run_worker(context.instance, run.run_id)
 
     # ------------------------------------------------------------------ writes
 

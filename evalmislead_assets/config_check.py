@@ -1,0 +1,72 @@
+"""Everything a run needs, checked before its first request: settings, the DB path, the input files.
+
+`check_before_run()` raises `ConfigError` (one line naming the file or variable and the fix) on
+the first problem; `evalmislead run` turns it into rc 2, and the IO manager calls it when a
+Dagster run sets up its resources, so `dagster asset materialize` stops before any step too.
+Nothing here writes: a missing DB file or review CSV is fine (the run creates them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from evalmislead_assets import settings
+from evalmislead_assets.settings import ConfigError
+
+# A DuckDB database file starts with a checksum (8 bytes), then the magic bytes "DUCK".
+DUCKDB_MAGIC = b"DUCK"
+DUCKDB_MAGIC_OFFSET = 8
+
+
+def check_db_path(path: Path) -> None:
+    """The DuckDB file is absent (created on first write) or a DuckDB file we may write; its folder can be made."""
+    path = Path(path)
+    where = f"EVALMISLEAD_DB={path}"
+    if path.is_dir():
+        raise ConfigError(f"{where} is a directory; point EVALMISLEAD_DB at a file, e.g. {path / 'evalmislead.duckdb'}")
+    if path.exists():
+        if not path.is_file():
+            raise ConfigError(f"{where} is not a regular file; point EVALMISLEAD_DB at a DuckDB file")
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(DUCKDB_MAGIC_OFFSET + len(DUCKDB_MAGIC))
+        except OSError as exc:
+            raise ConfigError(f"{where} cannot be read ({exc.strerror}); fix its permissions") from None
+        if not head:  # DuckDB refuses an empty file too
+            raise ConfigError(f"{where} is an empty file, not a DuckDB database; delete it (the run creates "
+                              "the database) or point EVALMISLEAD_DB at another file")
+        if head[DUCKDB_MAGIC_OFFSET:] != DUCKDB_MAGIC:
+            raise ConfigError(f"{where} is not a DuckDB database (no DuckDB header); move it away or point "
+                              "EVALMISLEAD_DB at another file")
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise ConfigError(f"{where} is not writable; fix its permissions or point EVALMISLEAD_DB elsewhere")
+        return
+    folder = path.parent
+    while not folder.exists():  # the nearest folder that exists must let us create the rest
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{where}: {folder} is a file, not a folder; point EVALMISLEAD_DB elsewhere")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{where}: folder {folder} is not writable; fix its permissions or point EVALMISLEAD_DB elsewhere")
+
+
+def check_input_files() -> None:
+    """The analysis plan, its keyword file and (when present) the review CSV parse; each loader names its file."""
+    from evalmislead_assets import analysis_base, analysis_secondary, spec_labels
+
+    plan = analysis_base.load_plan()
+    analysis_secondary.load_keywords(analysis_secondary.keywords_path(plan))
+    review = settings.review_csv_path()
+    if review.is_dir():
+        raise ConfigError(f"review file {review} is a directory; point EVALMISLEAD_REVIEW_CSV at a CSV file")
+    if review.exists():
+        spec_labels.read_review_csv(review)
+
+
+def check_before_run(db: Path | None = None) -> settings.Settings:
+    """Every setting, the DB path (``db`` or EVALMISLEAD_DB) and the input files; returns the settings."""
+    cfg = settings.load()
+    check_db_path(Path(db) if db is not None else cfg.db)
+    check_input_files()
+    return cfg
