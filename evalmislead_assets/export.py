@@ -24,16 +24,13 @@ from pathlib import Path
 from evalmislead_assets.hashing import sha256_file
 from evalmislead_assets import settings
 from evalmislead_assets.analysis import load_plan
+from evalmislead_assets.schema import TABLES as SCHEMA_TABLES
 from evalmislead_assets.settings import ConfigError
 
-# Tables exported (in this order); llm_cache holds raw response bodies and is optional.
-TABLES = [
-    "problems", "problem_validation", "server_props", "llm_calls", "model_specs", "test_generations",
-    "generated_tests", "test_outcomes", "condition_rates", "bootstrap_comparisons", "truncation_matched_subset",
-    "thinking_comparisons", "spec_labels", "spec_label_agreement", "spec_label_splits", "reasoning_mentions",
-    "reasoning_mention_matches", "reasoning_mention_summary", "determinism_probe", "mutants", "mutation_scores",
-    "test_coverage",
-]
+# Tables exported: every table of the schema registry, in its order; llm_cache (raw response bodies) is
+# optional (--with-cache).
+OPTIONAL_TABLES = ("llm_cache",)
+TABLES = [name for name in SCHEMA_TABLES if name not in OPTIONAL_TABLES]
 FORMATS = ("parquet", "jsonl")
 
 

