@@ -13,7 +13,9 @@ worker count; the kill result of every (file, mutant) pair is asserted identical
 Then the production path, mutation_scoring.run_kills (fixed run, then each mutant against the first passing
 test, then survivors against the rest), is timed on the same corpus, its kills asserted identical too, and
 a full-study mutation pass is estimated: 164 problems x the mean mutants per problem at the cap x 3 test
-files (the primary conditions) x --tests-per-file tests, at the measured rates on this machine.
+files (the primary conditions) x --tests-per-file tests, at the measured rates on this machine. Last, the
+per-file run cap (EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE's default): worst-case files (every mutant survives
+every test) with and without it, in runs and minutes at the measured rate.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from _corpus import children_cpu, corpus, dataset_rows, run_naive  # noqa: E402
 from evalmislead_assets import mutation  # noqa: E402
 from evalmislead_assets import mutation_scoring as ms  # noqa: E402
 from evalmislead_assets.sandbox import Limits, Module, Sandbox  # noqa: E402
-from evalmislead_assets.settings import parse_problem_list  # noqa: E402
+from evalmislead_assets.settings import DEFAULT_MAX_MUTATION_RUNS_PER_FILE, parse_problem_list  # noqa: E402
 
 PRIMARY_FILES = 3
 HOUR_S = 3600.0
@@ -112,7 +114,7 @@ def main() -> None:
     files = [ms.TestFile(src, tuple(ids), fx, tuple((m, code) for m, code in muts if (f, m) not in endless))
              for f, (fx, src, ids, muts) in enumerate(cases)]
     t = time.perf_counter()
-    run = ms.run_kills(files, sandbox)
+    run = ms.run_kills(files, sandbox, max_runs=None)  # uncapped: the kills must equal the naive runner's
     t_prod = time.perf_counter() - t
     k_prod = {(f, m): by is not None for f, fk in enumerate(run.files) for m, by in fk.killed_by.items()
               if fk.passing}
@@ -142,6 +144,11 @@ def main() -> None:
     print(f"  every test x every mutant: {matrix_runs:,.0f} runs = {est_matrix / 60:.1f} min; production path "
           f"(fixed runs + first test + survivors x rest): {prod_runs:,.0f} runs = {est_prod / 60:.1f} min: "
           f"{'fits' if est_prod < HOUR_S else 'does NOT fit'} in an hour on {args.workers} cores")
+    cap = DEFAULT_MAX_MUTATION_RUNS_PER_FILE
+    for n, m in ((150, 6), (100, 30)):  # worst cases: every mutant survives every test
+        k = ms.tests_for_mutants(n, m, n, cap)
+        print(f"  run cap {cap:,} per file: {n} tests x {m} surviving mutants = {n + n * m:,} runs uncapped "
+              f"({(n + n * m) / rate / 60:.1f} min), {n + k * m:,} capped ({(n + k * m) / rate / 60:.1f} min)")
 
 
 if __name__ == "__main__":

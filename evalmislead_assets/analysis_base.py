@@ -92,6 +92,12 @@ def load_plan(path: Path | None = None) -> Plan:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"analysis plan {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"analysis plan {path} is not UTF-8 JSON text (byte {exc.start}); restore "
+                          "prompts/analysis_plan.json or fix EVALMISLEAD_ANALYSIS_PLAN") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"analysis plan {path} holds a JSON {type(data).__name__}, not an object; "
+                          "compare it with the shipped prompts/analysis_plan.json")
     plan = Plan(data, hashlib.sha256(raw).hexdigest(), path)
     _validate_plan(plan)
     return plan

@@ -1,16 +1,13 @@
 """Secondary analyses over stored rows: misleading rate split by spec label, reasoning mentions.
 
-Pure functions (no DuckDB, no Dagster); re-exported by ``analysis``.
+Pure functions (no DuckDB, no Dagster); re-exported by ``analysis``. The mention matcher
+itself is in ``analysis_mentions``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -18,9 +15,10 @@ from evalmislead_assets import schema
 from evalmislead_assets.analysis_base import (
     KEY, Plan, answered, frame, per_problem, problem_counts, rate, sha_col, universe,
 )
+from evalmislead_assets.analysis_mentions import (  # noqa: F401 (re-exported)
+    EXCLUDE, Keywords, find_mentions, load_keywords, reasoning_of,
+)
 from evalmislead_assets.conditions import THINKING_MODES
-from evalmislead_assets.reasoning import think_text
-from evalmislead_assets.settings import ConfigError
 
 
 # ---------------------------------------------------------------- spec label splits
@@ -81,85 +79,9 @@ def spec_label_splits(
 # ---------------------------------------------------------------- reasoning mentions
 
 
-@dataclass(frozen=True)
-class Keywords:
-    patterns: list[tuple[str, re.Pattern[str]]]
-    sha256: str
-    exclusions: list[tuple[str, re.Pattern[str]]] = field(default_factory=list)
-
-
-EXCLUDE = "exclude:"
-# sentence ends: . ! ? followed by white space (not "0.5", "e.g.x"), and line breaks
-_SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n")
-
-
 def keywords_path(plan: Plan) -> Path:
     name = plan.section("reasoning_mentions").get("keywords_file", "reasoning_keywords.txt")
     return plan.path.parent / name
-
-
-def load_keywords(path: Path) -> Keywords:
-    """One case-insensitive regex per line; 'exclude: REGEX' lines are exclusions; '#' comments, blanks ignored."""
-    if not Path(path).is_file():
-        raise ConfigError(f"keyword file {path} is missing; restore prompts/reasoning_keywords.txt")
-    text = Path(path).read_text(encoding="utf-8")
-    pats, excl = [], []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        target = pats
-        if line.lower().startswith(EXCLUDE):
-            line, target = line[len(EXCLUDE):].strip(), excl
-        try:
-            target.append((line, re.compile(line, re.I)))
-        except re.error as exc:
-            raise ConfigError(f"keyword file {path} line {n}: {line!r} is not a valid regex ({exc})") from None
-    return Keywords(pats, hashlib.sha256(text.encode()).hexdigest(), excl)
-
-
-def _sentence_spans(text: str) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    for m in _SENTENCE_END.finditer(text):
-        spans.append((start, m.end()))
-        start = m.end()
-    spans.append((start, len(text)))
-    return spans
-
-
-def _sentence_at(spans: list[tuple[int, int]], pos: int) -> tuple[int, int]:
-    for lo, hi in spans:
-        if lo <= pos < hi:
-            return lo, hi
-    return spans[-1]
-
-
-def reasoning_of(reasoning_text: object, response_text: object) -> str:
-    """The stored reasoning, else thoughts inline as <think>...</think> in the answer."""
-    if isinstance(reasoning_text, str) and reasoning_text.strip():
-        return reasoning_text
-    if isinstance(response_text, str):
-        return think_text(response_text)
-    return ""
-
-
-def find_mentions(text: str, keywords: Keywords, snippet_chars: int = 80) -> list[dict[str, Any]]:
-    """Every keyword match not in a sentence that matches an exclusion, in text order, with its snippet."""
-    found = []
-    spans = _sentence_spans(text) if keywords.exclusions else []
-    excluded: dict[tuple[int, int], bool] = {}
-    for raw, pat in keywords.patterns:
-        for m in pat.finditer(text):
-            if spans:
-                lo, hi = _sentence_at(spans, m.start())
-                if (lo, hi) not in excluded:
-                    excluded[(lo, hi)] = any(x.search(text[lo:hi]) for _, x in keywords.exclusions)
-                if excluded[(lo, hi)]:
-                    continue
-            lo, hi = max(0, m.start() - snippet_chars), min(len(text), m.end() + snippet_chars)
-            snippet = " ".join(text[lo:hi].split())
-            found.append({"keyword": raw, "match": m.group(0), "position": m.start(), "snippet": snippet})
-    return sorted(found, key=lambda d: (d["position"], d["keyword"]))
 
 
 def reasoning_mentions(

@@ -8,13 +8,20 @@ and the reason in ``error`` (a file that collects against one version only start
 ``collected against the <version> version only``; see ``is_one_version_error``). Otherwise
 its tests would all score ``error`` on the other version and land in a cell by accident of
 import, not by what they assert.
+
+The same holds per test id (issue 17, item 4): an id that one version collects and the
+other does not (a parametrize value computed from the function under test, a test defined
+under an ``if`` on its result) is not a test of the study. Only ids collected against both
+versions are scored (``test_ids``, fixed order); the others are kept in ``one_version_ids``
+(stored as ``generated_tests.one_version_ids``) and counted in the report, never scored as
+``error`` on the version that lacks them. A file whose every id is one-version has zero tests.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -26,6 +33,7 @@ class ModuleTests:
     test_ids: list[str]
     import_ok: bool  # imported and collected without error against both versions
     error: str | None  # why there are no tests
+    one_version_ids: list[str] = field(default_factory=list)  # collected against one version only: not scored
 
     @property
     def n_tests(self) -> int:
@@ -61,7 +69,7 @@ def is_one_version_error(error: object) -> bool:
 
 
 def merge(buggy: Collected, fixed: Collected) -> ModuleTests:
-    """Both versions collected: the union of their ids (fixed order first); else zero tests and the reason."""
+    """Both versions collected: the ids both collected (fixed order), the rest apart; else zero tests and the reason."""
     if buggy.error and fixed.error:
         reason = fixed.error if buggy.error == fixed.error else f"buggy: {buggy.error}; fixed: {fixed.error}"
         return ModuleTests([], False, reason)
@@ -69,9 +77,13 @@ def merge(buggy: Collected, fixed: Collected) -> ModuleTests:
         return ModuleTests([], False, ONE_VERSION.format(ok="fixed", bad="buggy", error=buggy.error))
     if fixed.error:
         return ModuleTests([], False, ONE_VERSION.format(ok="buggy", bad="fixed", error=fixed.error))
-    ids = list(fixed.test_ids) + [t for t in buggy.test_ids if t not in set(fixed.test_ids)]
+    in_buggy, in_fixed = set(buggy.test_ids), set(fixed.test_ids)
+    ids = [t for t in fixed.test_ids if t in in_buggy]
+    one = [t for t in fixed.test_ids if t not in in_buggy] + [t for t in buggy.test_ids if t not in in_fixed]
     error = None if ids else "no tests collected (pytest found no test functions)"
-    return ModuleTests(ids, True, error)
+    if not ids and one:
+        error = f"no test id collected against both versions ({len(one)} against one version only)"
+    return ModuleTests(ids, True, error, one)
 
 
 def collect_modules(requests: Sequence[CollectRequest], sandbox: Sandbox | None = None) -> list[ModuleTests]:

@@ -11,15 +11,16 @@ for each).
 
 Sensitivity line (the issue offered (a) "what the interval would be if every changed answer
 flipped its cells" or (b) "the spread over k repeated generations of the probe sample"): this
-module does (b) with k = 2 (the stored generation and the probe's), shown on the number a
-reader actually reads. For each primary comparison it swaps the probed answers' cell counts
-for those of their re-generation and recomputes the pooled difference; the line reports the
-stored estimate, the swapped one and the shift. Why (b): it reports only what was observed.
-(a) needs an assumption about how a changed answer "flips" (its test count changes too, and
-a flip to which cell?), and the bound it gives is set by that assumption rather than by the
-data. The shift covers only the probed answers (n of the comparison's answers were re-drawn),
-so a full re-run can move the estimate more; the share of answers whose scoring changed is
-the per-answer figure to scale by, and the line says how many answers were swapped.
+does (b) with k = 2 (the stored generation and the probe's), shown on the number a reader
+actually reads (``determinism_sensitivity.py``). For each comparison it takes the probed
+answers among the problems that comparison pairs over (thinking on: the truncation-matched
+subset), swaps each one's stored test_outcomes counts for those of its re-generation (a
+byte-identical answer keeps its stored counts) and recomputes the pooled difference; the line
+reports the stored estimate, the swapped one and the shift. Why (b): it reports only what was
+observed. (a) needs an assumption about how a changed answer "flips" (its test count changes
+too, and a flip to which cell?), and the bound it gives is set by that assumption rather than
+by the data. The shift covers only the probed answers (the line says how many of the
+comparison's answers were re-drawn), so a full re-run can move the estimate more.
 
 Scoring identity by construction: when the probe's answer text equals the original, the
 original's scoring is reused (extraction and collection are functions of the text), so
@@ -40,10 +41,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evalmislead_assets.determinism_sensitivity import (  # noqa: F401 (re-exported)
+    SENSITIVITY_COLUMNS, comparison_problems, sensitivity, sensitivity_lines,
+)
 from evalmislead_assets.llm_types import ChatRequest, ChatResult
 from evalmislead_assets.schema import TABLES
 
 TABLE = "determinism_probe"
+# what the report section reads: the probe, the comparisons, and what each comparison paired over
+SECTION_TABLES = (TABLE, "bootstrap_comparisons", "test_outcomes", "generated_tests", "truncation_matched_subset")
 ASSET = "determinism_probe"
 TITLE = "Run-to-run noise (determinism probe)"
 DEFAULT_SEED = 20260419
@@ -221,57 +227,11 @@ def by_partition(probe: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index().astype({"n": int, "identical_text": int, "identical_scoring": int})
 
 
-def sensitivity(probe: pd.DataFrame, comparisons: pd.DataFrame) -> pd.DataFrame:
-    """Per stored comparison row: the estimate with the probed answers' re-generations swapped in.
-
-    Pooled counts of each condition are rebuilt from ``rate`` x ``n_tests``; each probed answer
-    of that condition and thinking mode (probe answered) changes them by its probe-minus-original
-    cell and test counts. ``shift`` is NULL (not measured) when neither condition was probed.
-    """
-    cols = ["comparison_id", "thinking", "role", "metric", "condition_a", "condition_b", "estimate", "ci_low",
-            "ci_high", "level", "n_probed", "n_changed", "estimate_swapped", "shift"]
-    if comparisons is None or comparisons.empty:
-        return pd.DataFrame(columns=cols)
-    got = probe[probe["probe_error"].isna()] if len(probe) else probe
-    rows = []
-    for c in comparisons.sort_values(["thinking", "comparison_id"], kind="stable").itertuples(index=False):
-        cell = str(c.metric).removesuffix("_rate")
-        swapped, n_probed, n_changed = [], 0, 0
-        estimable = _opt(c.estimate) is not None
-        for cond, rate, n_tests in ((c.condition_a, c.rate_a, c.n_tests_a), (c.condition_b, c.rate_b, c.n_tests_b)):
-            n_tests = int(_opt(n_tests) or 0)
-            rate = _opt(rate)
-            estimable = estimable and rate is not None and n_tests > 0
-            num = round(float(rate or 0.0) * n_tests)
-            mine = got[(got["condition"] == cond) & (got["thinking"] == c.thinking)] if len(got) else got
-            n_probed += len(mine)
-            if len(mine):
-                n_changed += int((~mine["tests_identical"].astype(bool)).sum())
-                num += int((mine[f"probe_{cell}"].astype(int) - mine[f"original_{cell}"].astype(int)).sum())
-                n_tests += int((mine["probe_n_tests"].astype(int) - mine["original_n_tests"].astype(int)).sum())
-            swapped.append(num / n_tests if n_tests > 0 else float("nan"))
-        shift = None
-        # a comparison that is not estimable (a side with 0 tests) has no shift either: never a 0.0
-        if n_probed and estimable and all(n == n for n in swapped):
-            shift = (swapped[0] - swapped[1]) - (float(c.rate_a or 0.0) - float(c.rate_b or 0.0))
-        rows.append({
-            "comparison_id": c.comparison_id, "thinking": c.thinking, "role": getattr(c, "role", None),
-            "metric": c.metric, "condition_a": c.condition_a, "condition_b": c.condition_b, "estimate": c.estimate,
-            "ci_low": c.ci_low, "ci_high": c.ci_high, "level": c.level, "n_probed": n_probed, "n_changed": n_changed,
-            "estimate_swapped": None if shift is None else float(c.estimate) + shift, "shift": shift,
-        })
-    return pd.DataFrame(rows, columns=cols)
-
-
 # ---------------------------------------------------------------- report section and UI table
 
 
 def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f} %"
-
-
-def _pts(x: Any) -> str:
-    return "–" if x is None or pd.isna(x) else f"{100 * float(x):+.1f}"
 
 
 def md_table(df: pd.DataFrame) -> str:
@@ -294,22 +254,6 @@ def settings_line(probe: pd.DataFrame) -> str:
             f"build {values('probe_build_info')}")
 
 
-def sensitivity_lines(sens: pd.DataFrame) -> list[str]:
-    out = []
-    for s in sens.itertuples(index=False):
-        name = (f"{str(s.metric).replace('_', ' ')}, `{s.condition_a}` − `{s.condition_b}` "
-                f"(thinking {s.thinking}{'' if s.role == 'primary' else ', report-only'})")
-        level = f"{100 * float(s.level):g} %" if _opt(s.level) is not None else "CI"
-        stored = f"{_pts(s.estimate)} points [{level}: {_pts(s.ci_low)}, {_pts(s.ci_high)}]"
-        if _opt(s.shift) is None:
-            out.append(f"- {name}: {stored}; no probed answer in these conditions, run-to-run shift not measured.")
-        else:
-            out.append(f"- {name}: {stored}; with the {s.n_probed} probed answers re-generated "
-                       f"({s.n_changed} scored differently): {_pts(s.estimate_swapped)} points "
-                       f"(shift {_pts(s.shift)}).")
-    return out
-
-
 def section(frames: dict[str, pd.DataFrame]) -> list[str]:
     """The report section: the probe's n, both shares, the partitions and the sensitivity lines."""
     probe = frames.get(TABLE, pd.DataFrame())
@@ -329,12 +273,15 @@ def section(frames: dict[str, pd.DataFrame]) -> list[str]:
          f"**{summary.tests_identical} of {summary.n}** ({_pct(summary.share_tests_identical)})",
          f"- server settings: {settings_line(probe)}",
          "", md_table(by_partition(probe)), ""]
-    sens = sensitivity(probe, frames.get("bootstrap_comparisons", pd.DataFrame()))
+    sens = sensitivity(probe, frames.get("bootstrap_comparisons", pd.DataFrame()), frames.get("test_outcomes"),
+                       frames.get("generated_tests"), frames.get("truncation_matched_subset"))
     if sens.empty:
         L.append("_Sensitivity: no comparison stored (materialize `bootstrap_comparisons`)._")
     else:
         L += ["Sensitivity (spread over k = 2 generations of the probed answers, shown on each comparison): the "
-              "stored estimate, then the estimate with the probed answers' re-generations swapped in. Only the "
-              "probed answers were re-drawn; a full re-run re-draws every answer and can move an estimate more.", "",
+              "stored estimate, then the estimate with the re-generations of the probed answers among that "
+              "comparison's problems (for thinking on, the truncation-matched subset) swapped in for their stored "
+              "outcomes; a byte-identical answer keeps its stored outcomes. Only the probed answers were re-drawn; "
+              "a full re-run re-draws every answer and can move an estimate more.", "",
               *sensitivity_lines(sens)]
     return L

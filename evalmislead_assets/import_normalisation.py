@@ -5,7 +5,10 @@ import of the function under test from a module that does not exist here becomes
 ``from solution import NAME`` where that is unambiguous, a top-level copy of a solution
 function in the test file is removed, and a solution name used but never imported gets its
 import. Each change is returned as a note (``import:main->solution``,
-``removed_local_def:NAME``, ``import:added``).
+``removed_local_def:NAME``, ``import:added``). Top-level code that only runs a test runner
+(an ``if __name__ == "__main__":`` block, a bare ``pytest.main(...)`` or ``unittest.main()``
+statement) is removed too (``removed_main_block``, ``removed_runner_call``): it is never a
+test, and a nested test session inside the sandbox reads as reaching into the harness.
 """
 
 from __future__ import annotations
@@ -99,12 +102,37 @@ def normalise_imports(source: str, entry_point: str, solution_names: set[str],
     for node, (first, last) in zip(removed, spans):
         edits.append((first, 0, last, 10 ** 9, ""))
         notes.append(f"removed_local_def:{node.name}")
+    for node, note in _runner_statements(tree):
+        edits.append((node.lineno, 0, node.end_lineno or node.lineno, 10 ** 9, ""))
+        notes.append(note)
     source = _apply_edits(source, edits)
     missing = _free_solution_names(source, names, module)
     if missing:
         source = _insert_import(source, f"from {module} import {', '.join(sorted(missing))}")
         notes.append("import:added")
     return source, notes
+
+
+def _runner_statements(tree: ast.Module) -> list[tuple[ast.stmt, str]]:
+    """Top-level statements that only start a test runner: ``if __name__ == "__main__":`` blocks
+    and bare ``pytest.main(...)`` / ``unittest.main(...)`` calls (never when ``__name__`` is assigned)."""
+    if any(isinstance(n, ast.Name) and n.id == "__name__" and not isinstance(n.ctx, ast.Load)
+           for n in ast.walk(tree)):
+        return []
+    out: list[tuple[ast.stmt, str]] = []
+    for node in tree.body:
+        if isinstance(node, ast.If) and not node.orelse and isinstance(node.test, ast.Compare) \
+                and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__" \
+                and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq) \
+                and isinstance(node.test.comparators[0], ast.Constant) \
+                and node.test.comparators[0].value == "__main__":
+            out.append((node, "removed_main_block"))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "main" \
+                and isinstance(node.value.func.value, ast.Name) \
+                and node.value.func.value.id in ("pytest", "unittest"):
+            out.append((node, "removed_runner_call"))
+    return out
 
 
 def _attribute_uses(tree: ast.AST, bound: set[str]) -> dict[str, set[str]]:

@@ -20,14 +20,27 @@ same ``Sandbox.run`` as ``test_outcomes`` (``Module(solution=mutant_code, tests=
 Runs against mutants use a shorter limit, ``MUTANT_TIMEOUT_S`` (a mutant that loops forever
 is the common case, and it would otherwise cost 10 s per test): a test whose fixed run took
 more than ``SLOW_FRACTION`` of that limit runs against the mutants with the full limit
-instead. Running over the limit counts as a kill (as in mutmut and cosmic-ray). Each mutant
-first meets the first passing test of the file; only the survivors meet the others. The kill
-flags are the same as running every test (a kill needs one non-pass), and ``killing_test`` is
-the first passing test, in file order, that does not pass on the mutant.
+instead. Running over the limit counts as a kill (as in mutmut and cosmic-ray) only when the
+same test's fixed run took under ``TIMEOUT_KILL_FRACTION`` (half) of the limit that mutant run
+had: otherwise a slow but correct run on a loaded machine could be a false kill, so such a run
+is not a kill (the mutant goes on to meet the other tests) and is counted in ``n_timeouts_not_kills``. Kills by timeout
+are flagged (``mutant_kills.killed_by_timeout``, ``mutation_scores.n_killed_by_timeout``).
+Each mutant first meets the first passing test of the file; only the survivors meet the
+others. The kill flags are the same as running every test (a kill needs one non-pass), and
+``killing_test`` is the first passing test, in file order, that does not pass on the mutant.
+
+Work cap (issue 15, item 12): ``max_runs`` bounds one file's runs, fixed runs included. It is
+applied before any mutant runs: with n tests and M mutants, only the first
+``k = max(1, (max_runs - n) // M)`` passing tests (file order) meet the mutants, so a file runs
+at most ``max(max_runs, n + M)`` times. The passing tests left out (``n_tests_capped``) and the
+runs they would have cost (``runs_dropped``: the mutants that survive the first test, times the
+tests left out) are stored and reported; the score is then the first k tests' score.
 
 ``mutation_score`` = killed non-equivalent mutants / non-equivalent mutants; NULL ("not
 estimable", never 0.0) when the problem has no non-equivalent mutant or no test of the file
-passes on the fixed version.
+passes on the fixed version. "Non-equivalent" means "the dataset oracle kills it", so the
+denominator is the oracle-detectable mutants, not the textbook killed / (all - equivalent):
+a mutant the oracle misses but that is not truly equivalent is left out too.
 """
 
 from __future__ import annotations
@@ -40,13 +53,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from evalmislead_assets import mutation, schema
+from evalmislead_assets import mutation, schema, settings
 from evalmislead_assets.collection import stored_test_ids
-from evalmislead_assets.sandbox import Isolation, Module, Ran, Sandbox
+from evalmislead_assets.sandbox import Isolation, Module, Ran, Sandbox, weakest
 from evalmislead_assets.validation import ORACLE_TIMEOUT_S, run_oracle
 
 MUTANT_TIMEOUT_S = 2.0
 SLOW_FRACTION = 0.25
+TIMEOUT_KILL_FRACTION = 0.5  # a timeout kills only when the fixed run took under this share of the limit
 
 SCORE_COLUMNS = schema.column_names("mutation_scores")
 KILL_COLUMNS = schema.column_names("mutant_kills")
@@ -106,6 +120,14 @@ class FileKills:
     killed_by: dict[int, tuple[str, str] | None]  # mutant_id -> (first killing test, its status) or None
     tests_run: dict[int, int]  # mutant_id -> how many tests ran against it
     runs: int = 0  # test x version runs, the fixed ones included
+    mutant_tests: list[str] = field(default_factory=list)  # the passing tests that meet the mutants (run cap)
+    fixed_seconds: dict[str, float] = field(default_factory=dict)  # test id -> its run time on the fixed version
+    timeouts_not_kills: dict[int, int] = field(default_factory=dict)  # mutant_id -> timeouts not counted as kills
+    runs_dropped: int = 0  # mutant runs the run cap left out
+
+    @property
+    def tests_capped(self) -> int:
+        return len(self.passing) - len(self.mutant_tests)
 
 
 @dataclass
@@ -116,7 +138,17 @@ class KillRun:
     notes: list[str] = field(default_factory=list)
 
 
-def run_kills(files: Sequence[TestFile], sandbox: Sandbox, mutant_timeout_s: float = MUTANT_TIMEOUT_S) -> KillRun:
+def tests_for_mutants(n_tests: int, n_mutants: int, n_passing: int, max_runs: int | None) -> int:
+    """How many passing tests (the first, in file order) meet the mutants under the per-file run cap."""
+    if max_runs is None or n_mutants == 0:
+        return n_passing
+    if max_runs < 1:
+        raise ValueError(f"max_runs={max_runs}: set EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE to at least 1")
+    return min(n_passing, max(1, (max_runs - n_tests) // n_mutants))
+
+
+def run_kills(files: Sequence[TestFile], sandbox: Sandbox, mutant_timeout_s: float = MUTANT_TIMEOUT_S,
+              max_runs: int | None = settings.DEFAULT_MAX_MUTATION_RUNS_PER_FILE) -> KillRun:
     """Run each file against its fixed code, then its passing tests against each mutant (see the module doc)."""
     fixed = sandbox.run([(Module(f.fixed_code, f.source), t) for f in files for t in f.test_ids])
     out: list[FileKills] = []
@@ -129,16 +161,22 @@ def run_kills(files: Sequence[TestFile], sandbox: Sandbox, mutant_timeout_s: flo
         passing = [t for t, r in zip(f.test_ids, ran) if r.status == "passed"]
         slow |= {(i, t) for t, r in zip(f.test_ids, ran) if r.status == "passed"
                  and r.seconds > SLOW_FRACTION * mutant_timeout_s}
+        k_tests = tests_for_mutants(len(f.test_ids), len(f.mutants), len(passing), max_runs)
         out.append(FileKills(status, passing, {m: None for m, _ in f.mutants}, {m: 0 for m, _ in f.mutants},
-                             runs=len(f.test_ids)))
-    short = Sandbox(dataclasses.replace(sandbox.limits, timeout_s=min(mutant_timeout_s, sandbox.limits.timeout_s)),
-                    workers=sandbox.workers, os_isolation=sandbox.os_isolation, base_dir=sandbox.base_dir)
+                             runs=len(f.test_ids), mutant_tests=passing[:k_tests],
+                             fixed_seconds={t: r.seconds for t, r in zip(f.test_ids, ran)},
+                             timeouts_not_kills={m: 0 for m, _ in f.mutants}))
+    short_limits = dataclasses.replace(sandbox.limits, timeout_s=min(mutant_timeout_s, sandbox.limits.timeout_s))
+    short = type(sandbox)(short_limits, workers=sandbox.workers, os_isolation=sandbox.os_isolation,
+                          base_dir=sandbox.base_dir)  # type(sandbox): a test's scripted sandbox stays scripted
     # phase 1: every mutant against the first passing test; phase 2: survivors against the rest
-    first = [(i, mid, code, fk.passing[:1]) for i, (f, fk) in enumerate(zip(files, out))
-             for mid, code in f.mutants if fk.passing]
+    first = [(i, mid, code, fk.mutant_tests[:1]) for i, (f, fk) in enumerate(zip(files, out))
+             for mid, code in f.mutants if fk.mutant_tests]
     _run_phase(first, files, out, slow, sandbox, short)
-    rest = [(i, mid, code, fk.passing[1:]) for i, (f, fk) in enumerate(zip(files, out))
-            for mid, code in f.mutants if len(fk.passing) > 1 and fk.killed_by[mid] is None]
+    for fk in out:  # the survivors of the first test would have met every test the cap left out
+        fk.runs_dropped = fk.tests_capped * sum(1 for by in fk.killed_by.values() if by is None)
+    rest = [(i, mid, code, fk.mutant_tests[1:]) for i, (f, fk) in enumerate(zip(files, out))
+            for mid, code in f.mutants if len(fk.mutant_tests) > 1 and fk.killed_by[mid] is None]
     _run_phase(rest, files, out, slow, sandbox, short)
     run = KillRun(out, runs=sum(f.runs for f in out))
     run.isolation = _weakest(sandbox.isolation, short.isolation)
@@ -163,15 +201,22 @@ def _run_phase(jobs: list[tuple[int, int, str, list[str]]], files: Sequence[Test
         fk = out[i]
         fk.tests_run[mid] += 1
         fk.runs += 1
-        if r.status != "passed" and fk.killed_by[mid] is None:
+        limit = (full if is_slow else short).limits.timeout_s
+        if r.status == "timeout" and not timeout_kills(fk.fixed_seconds.get(t, 0.0), limit):
+            fk.timeouts_not_kills[mid] += 1
+        elif r.status != "passed" and fk.killed_by[mid] is None:
             fk.killed_by[mid] = (t, r.status)
+
+
+def timeout_kills(fixed_seconds: float, limit_s: float) -> bool:
+    """Whether a mutant run over ``limit_s`` is a kill: only when the same test's fixed run was well under it."""
+    return fixed_seconds < TIMEOUT_KILL_FRACTION * limit_s
 
 
 def _weakest(a: Isolation | None, b: Isolation | None) -> Isolation | None:
     if a is None or b is None:
         return a or b
-    return Isolation(a.network and b.network, a.readonly_fs and b.readonly_fs, a.pid_namespace and b.pid_namespace,
-                     a.own_uid and b.own_uid, a.notes + [n for n in b.notes if n not in a.notes])
+    return weakest(a, b)
 
 
 # ---------------------------------------------------------------- rows
@@ -186,7 +231,9 @@ def score(n_mutants: int, n_likely_equivalent: int, n_killed_non_equivalent: int
 
 
 def build_scores(generated: pd.DataFrame, mutants: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox,
-                 mutant_timeout_s: float = MUTANT_TIMEOUT_S) -> tuple[pd.DataFrame, pd.DataFrame, KillRun]:
+                 mutant_timeout_s: float = MUTANT_TIMEOUT_S,
+                 max_runs: int | None = settings.DEFAULT_MAX_MUTATION_RUNS_PER_FILE,
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, KillRun]:
     """(mutation_scores rows, mutant_kills rows, the run) for generated_tests rows with n_tests > 0.
 
     ``generated`` has task_id, problem_idx, source, test_ids (list), n_tests; ``mutants`` the
@@ -200,7 +247,7 @@ def build_scores(generated: pd.DataFrame, mutants: pd.DataFrame, problems: pd.Da
         files.append(TestFile(g.source, tuple(stored_test_ids(g.test_ids)), problems.loc[g.task_id, "fixed_code"],
                               tuple(zip(muts["mutant_id"].astype(int), muts["mutant_code"]))))
         metas.append((g, muts))
-    run = run_kills(files, sandbox, mutant_timeout_s)
+    run = run_kills(files, sandbox, mutant_timeout_s, max_runs)
     score_rows, kill_rows = [], []
     for (g, muts), fk in zip(metas, run.files):
         equivalent = dict(zip(muts["mutant_id"].astype(int), muts["likely_equivalent"].astype(bool)))
@@ -208,12 +255,15 @@ def build_scores(generated: pd.DataFrame, mutants: pd.DataFrame, problems: pd.Da
         killed = {m for m, by in fk.killed_by.items() if by is not None}
         n_eq = sum(equivalent.values())
         k_ne = sum(1 for m in killed if not equivalent[m])
+        by_timeout = {m for m in killed if fk.killed_by[m][1] == "timeout"}  # type: ignore[index]
         score_rows.append({
             "task_id": g.task_id, "problem_idx": int(g.problem_idx), "n_tests": int(g.n_tests),
             "n_tests_passing_fixed": len(fk.passing), "n_mutants": len(equivalent), "n_likely_equivalent": n_eq,
             "n_killed": len(killed), "n_killed_non_equivalent": k_ne, "n_killed_likely_equivalent": len(killed) - k_ne,
             "mutation_score": score(len(equivalent), n_eq, k_ne, len(fk.passing)), "runs": fk.runs,
             "mutant_timeout_s": mutant_timeout_s, "mutator_version": mutation.MUTATOR_VERSION,
+            "n_killed_by_timeout": len(by_timeout), "n_timeouts_not_kills": sum(fk.timeouts_not_kills.values()),
+            "max_runs": max_runs, "n_tests_capped": fk.tests_capped, "runs_dropped": fk.runs_dropped,
         })
         for m in sorted(equivalent):
             by = fk.killed_by[m]
@@ -221,77 +271,10 @@ def build_scores(generated: pd.DataFrame, mutants: pd.DataFrame, problems: pd.Da
                 "task_id": g.task_id, "problem_idx": int(g.problem_idx), "mutant_id": m, "operator": operators[m],
                 "likely_equivalent": equivalent[m], "killed": by is not None, "killing_test": by[0] if by else None,
                 "killing_status": by[1] if by else None, "n_tests_run": fk.tests_run[m],
+                "killed_by_timeout": m in by_timeout, "n_timeouts_not_kills": fk.timeouts_not_kills[m],
             })
     scores = pd.DataFrame(score_rows, columns=[c for c in SCORE_COLUMNS if c not in ("condition", "thinking")])
     scores["mutation_score"] = scores["mutation_score"].astype("float64")
+    scores["max_runs"] = scores["max_runs"].astype("Int32")
     kills = pd.DataFrame(kill_rows, columns=[c for c in KILL_COLUMNS if c not in ("condition", "thinking")])
     return scores, kills, run
-
-
-# ---------------------------------------------------------------- report section
-
-SCORE_SQL = """-- mutation score per condition x thinking, from the per-file rows
-SELECT condition, thinking, count(*) AS files, count(mutation_score) AS files_estimable,
-       sum(n_killed_non_equivalent) FILTER (WHERE mutation_score IS NOT NULL)
-         / sum(n_mutants - n_likely_equivalent) FILTER (WHERE mutation_score IS NOT NULL) AS pooled_score,
-       avg(mutation_score) AS mean_file_score
-FROM mutation_scores GROUP BY condition, thinking ORDER BY thinking, condition;
--- the per-file counts again, from the per-mutant rows
-SELECT condition, thinking, task_id, count(*) AS n_mutants,
-       count(*) FILTER (WHERE likely_equivalent) AS n_likely_equivalent,
-       count(*) FILTER (WHERE killed AND NOT likely_equivalent) AS n_killed_non_equivalent
-FROM mutant_kills GROUP BY condition, thinking, task_id ORDER BY ALL;
--- mutants and the oracle's verdict
-SELECT operator, count(*) AS mutants, count(*) FILTER (WHERE likely_equivalent) AS likely_equivalent
-FROM mutants GROUP BY operator ORDER BY operator;"""
-
-
-def summary(scores: pd.DataFrame) -> pd.DataFrame:
-    """Per condition x thinking: files, estimable files, pooled and mean-per-file score (what SCORE_SQL computes)."""
-    cols = ["condition", "thinking", "files", "files_estimable", "pooled_score", "mean_file_score"]
-    if scores is None or scores.empty:
-        return pd.DataFrame(columns=cols)
-    rows = []
-    for (c, t), g in scores.groupby(["condition", "thinking"], sort=True):
-        est = g[g["mutation_score"].notna()]
-        den = float((est["n_mutants"] - est["n_likely_equivalent"]).sum())
-        rows.append({"condition": c, "thinking": t, "files": len(g), "files_estimable": len(est),
-                     "pooled_score": float(est["n_killed_non_equivalent"].sum()) / den if den else None,
-                     "mean_file_score": float(est["mutation_score"].mean()) if len(est) else None})
-    return pd.DataFrame(rows, columns=cols)
-
-
-def section(frames: dict[str, pd.DataFrame]) -> list[str]:
-    """Markdown lines of the report section 'Mutation score'."""
-    from evalmislead_assets.report import md_table, pct
-
-    scores, muts = frames.get("mutation_scores", pd.DataFrame()), frames.get("mutants", pd.DataFrame())
-    out = [
-        "How well each generated test file tells the fixed function from small variants of it. Mutants: up to "
-        f"{mutation.MAX_MUTANTS_PER_PROBLEM} per problem of the fixed function's body (operators in "
-        "`evalmislead_assets/mutation.py`); a mutant the dataset's own oracle does not kill is *likely "
-        "equivalent* and left out of the score. Only a file's tests that pass on the fixed version count; a "
-        "mutant is killed when one of them does not pass on it. Score = killed non-equivalent / non-equivalent "
-        "mutants; *not estimable* (NULL, never 0) when a file has no passing test or its problem no "
-        "non-equivalent mutant. Pooled: over the estimable files' mutants; mean: of the files' scores. For "
-        "`buggy_code` the misleading tests fail on the fixed version and so never count.",
-        "",
-    ]
-    if muts is None or muts.empty:
-        out.append("_No mutants are stored yet (materialize `mutants`)._")
-    else:
-        n_eq = int(muts["likely_equivalent"].sum())
-        out.append(f"{len(muts)} mutants of {muts['task_id'].nunique()} problems; {n_eq} likely equivalent "
-                   f"(the oracle does not kill them).")
-    out.append("")
-    summ = summary(scores)
-    if summ.empty:
-        out.append("_No mutation scores are stored yet (materialize `mutation_scores`): not estimable._")
-    else:
-        shown = summ.assign(pooled_score=summ["pooled_score"].map(pct),
-                            mean_file_score=summ["mean_file_score"].map(pct))
-        out.append(md_table(shown.rename(columns={
-            "files_estimable": "files estimable", "pooled_score": "pooled score",
-            "mean_file_score": "mean score per file"})))
-    out += ["", "SQL that recomputes these numbers from the stored rows:", "", "```sql", SCORE_SQL, "```"]
-    return out

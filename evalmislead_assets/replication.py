@@ -5,9 +5,13 @@ comes from). For each comparison this run's direction comes from stored rows:
 ``bootstrap_comparisons`` (estimate = pooled rate a − pooled rate b), ``thinking_comparisons``
 (on − off on the truncation-matched subset) or ``condition_rates`` (rate a − rate b). It is
 ``+`` or ``−``; ``no direction`` for a tie; ``not estimable`` when a side has no tests or no
-row is stored. Agreement with a published direction is ``agrees`` / ``disagrees``, or that
-of this run's direction when it has none, or ``not reported`` when the source gives no
-direction. Levels are never compared: different model weights, language and benchmark.
+row is stored. Agreement with a published direction is ``agrees`` / ``disagrees`` only when
+this run's stored interval (98.75 %) excludes 0, on the side the interval lies; otherwise
+``inconclusive`` (also where no interval is stored, as for differences of ``condition_rates``);
+``not estimable`` when this run has no direction; ``not reported`` when the source gives
+none. A published figure that is an unpaired average over different models (``"paired":
+false`` in the data file) is marked so in the table. Levels are never compared: different
+model weights, language and benchmark.
 
 Nothing here imports Dagster or DuckDB: frames in, Markdown lines out.
 """
@@ -26,6 +30,8 @@ from evalmislead_assets.settings import PACKAGE_DIR
 DATA_FILE = PACKAGE_DIR / "data" / "published_results.json"
 TABLES = ("condition_rates", "bootstrap_comparisons", "thinking_comparisons")
 UP, DOWN, TIE, NOT_ESTIMABLE = "+", "−", "no direction", "not estimable"
+INCONCLUSIVE = "inconclusive"
+UNPAIRED = "unpaired: averages over different models"
 _TOL = 1e-12
 
 Frames = dict[str, pd.DataFrame]
@@ -38,6 +44,8 @@ def load_published(path: Path | None = None) -> dict[str, Any]:
         for side in ("paper", "published_run"):
             if c.get(side) and c[side].get("direction") not in (None, "+", "-"):
                 raise ValueError(f"{path or DATA_FILE}: {c['id']} {side} direction must be '+', '-' or null")
+            if c.get(side) and not isinstance(c[side].get("paired", True), bool):
+                raise ValueError(f"{path or DATA_FILE}: {c['id']} {side} paired must be true or false")
     return data
 
 
@@ -49,12 +57,27 @@ def direction(difference: object, n_a: object = 1, n_b: object = 1) -> str:
     return TIE if abs(d) <= _TOL else (UP if d > 0 else DOWN)
 
 
-def agreement(this: str, published: str | None) -> str:
-    if this in (NOT_ESTIMABLE, TIE):
+def interval_side(ci_low: object, ci_high: object) -> str | None:
+    """'+' or '−' when the interval excludes 0 (a bound exactly at 0 includes it); None otherwise."""
+    if _missing(ci_low) or _missing(ci_high):
+        return None
+    if float(ci_low) > _TOL:
+        return UP
+    if float(ci_high) < -_TOL:
+        return DOWN
+    return None
+
+
+def agreement(this: str, published: str | None, ci_low: object = None, ci_high: object = None) -> str:
+    """agrees / disagrees only when this run's interval excludes 0; else inconclusive (or why there is no verdict)."""
+    if this == NOT_ESTIMABLE:
         return this
     if published is None:
         return "not reported"
-    return "agrees" if this == _sign(published) else "disagrees"
+    side = interval_side(ci_low, ci_high)
+    if side is None:
+        return INCONCLUSIVE
+    return "agrees" if side == _sign(published) else "disagrees"
 
 
 def _sign(d: str) -> str:
@@ -72,16 +95,18 @@ def this_run(comp: dict[str, Any], frames: Frames) -> dict[str, Any]:
     if table == "bootstrap_comparisons":
         where = {"thinking": comp["thinking"], "metric": comp["metric"], "condition_a": comp["condition_a"],
                  "condition_b": comp["condition_b"]}
-        cols = {"a": "rate_a", "b": "rate_b", "d": "estimate", "n_a": "n_tests_a", "n_b": "n_tests_b"}
+        cols = {"a": "rate_a", "b": "rate_b", "d": "estimate", "lo": "ci_low", "hi": "ci_high",
+                "n_a": "n_tests_a", "n_b": "n_tests_b"}
     elif table == "thinking_comparisons":
         where = {"condition": comp["condition"], "metric": comp["metric"]}
-        cols = {"a": "rate_on", "b": "rate_off", "d": "estimate", "n_a": "n_tests_on", "n_b": "n_tests_off"}
+        cols = {"a": "rate_on", "b": "rate_off", "d": "estimate", "lo": "ci_low", "hi": "ci_high",
+                "n_a": "n_tests_on", "n_b": "n_tests_off"}
     else:  # condition_rates: two rows
         return _from_rates(comp, df)
     sql = f"SELECT {', '.join(cols.values())} FROM {table} WHERE {_where_sql(where)};"
     row = _row(df, where)
     if row is None:
-        return {"a": None, "b": None, "d": None, "n_a": None, "n_b": None, "sql": sql}
+        return {"a": None, "b": None, "d": None, "lo": None, "hi": None, "n_a": None, "n_b": None, "sql": sql}
     return {**{k: row.get(c) for k, c in cols.items()}, "sql": sql}
 
 
@@ -94,7 +119,7 @@ def _from_rates(comp: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
     a = None if ra is None else ra.get(col)
     b = None if rb is None else rb.get(col)
     d = None if _missing(a) or _missing(b) else float(a) - float(b)
-    return {"a": a, "b": b, "d": d, "n_a": None if ra is None else ra.get("n_tests"),
+    return {"a": a, "b": b, "d": d, "lo": None, "hi": None, "n_a": None if ra is None else ra.get("n_tests"),
             "n_b": None if rb is None else rb.get("n_tests"), "sql": sql}
 
 
@@ -119,18 +144,42 @@ def comparison_rows(published: dict[str, Any], frames: Frames) -> pd.DataFrame:
         mine = this_run(comp, frames)
         d = direction(mine["d"], mine["n_a"], mine["n_b"])
         paper, run = comp.get("paper") or {}, comp.get("published_run") or {}
+        ci = (mine["lo"], mine["hi"])
+        vs_paper = agreement(d, paper.get("direction"), *ci) if paper else "not reported"
         rows.append({
             "id": comp["id"], "comparison": comp["label"],
             "this run (a vs b)": f"{_pct(mine['a'])} vs {_pct(mine['b'])}",
+            "this run difference [98.75 % CI]": _difference(mine, d),
             "this run direction": d,
-            "paper (a vs b)": f"{_pct(paper.get('a'))} vs {_pct(paper.get('b'))}" if paper else "not reported",
+            "paper (a vs b)": _paper_figure(paper),
             "paper direction": _show_dir(paper),
-            "vs paper": agreement(d, paper.get("direction")) if paper else "not reported",
+            "vs paper": vs_paper + (" (vs an unpaired average)" if _unpaired(paper) and vs_paper in (
+                "agrees", "disagrees") else ""),
             "published run": _run_figure(run),
             "published run direction": _show_dir(run),
-            "vs published run": agreement(d, run.get("direction")) if run else "not reported",
+            "vs published run": agreement(d, run.get("direction"), *ci) if run else "not reported",
         })
     return pd.DataFrame(rows)
+
+
+def _difference(mine: dict[str, Any], d: str) -> str:
+    """This run's difference in points with its interval, or why there is none."""
+    if d == NOT_ESTIMABLE:
+        return NOT_ESTIMABLE
+    if _missing(mine["lo"]) or _missing(mine["hi"]):
+        return f"{_pts(mine['d'])} (no interval stored)"
+    return f"{_pts(mine['d'])} [{_pts(mine['lo'])}, {_pts(mine['hi'])}]"
+
+
+def _unpaired(paper: dict[str, Any]) -> bool:
+    return bool(paper) and paper.get("paired") is False
+
+
+def _paper_figure(paper: dict[str, Any]) -> str:
+    if not paper:
+        return "not reported"
+    text = f"{_pct(paper.get('a'))} vs {_pct(paper.get('b'))}"
+    return text + (f" ({UNPAIRED})" if _unpaired(paper) else "")
 
 
 def figure_rows(published: dict[str, Any], frames: Frames) -> pd.DataFrame:
@@ -213,8 +262,16 @@ def section(frames: Frames, published: dict[str, Any] | None = None) -> list[str
         "Directions only: the published run used the real Qwen3.5-9B weights, the paper Java, Defects4J and 13 "
         "other model settings, so levels (how large a rate is) are not compared, only whether a difference goes "
         "the same way. This run's direction is the sign of its stored difference; `not estimable` when a side "
-        "has no tests (or no row is stored), `no direction` for a tie; `(inferred)` marks a published direction "
+        "has no tests (or no row is stored), `no direction` for a tie. A direction `agrees` or `disagrees` with "
+        "a published one only when this run's 98.75 % interval excludes 0 (a bound at exactly 0 includes it); "
+        "otherwise it is `inconclusive`, whatever the point estimate's sign, and so is a difference with no "
+        "stored interval (reference conditions from condition_rates). `(inferred)` marks a published direction "
         "the summary implies without stating it. Conditions a vs b; for thinking comparisons a = on, b = off.",
+        "",
+        f"Pairing: this run's thinking on vs off is a paired difference within one model on the "
+        f"truncation-matched subset; a paper figure marked `{UNPAIRED}` sets reasoning-on settings beside "
+        f"mostly different reasoning-off settings, so its direction mixes the effect of thinking with that "
+        f"of the models. The paper's condition comparisons average the same 13 settings on both sides.",
         "",
         f"Sources: published run — {src['published_run']}; paper — {src['paper']}. Data file: "
         f"`evalmislead_assets/data/published_results.json` (each figure with the sentence it comes from).",

@@ -8,6 +8,30 @@ from evalmislead_assets.analysis_base import EMPTY_SPEC_PREFIX
 from evalmislead_assets.scoring import STATUSES
 
 REMOVED_DEF = "removed_local_def:"
+IMPORT_REWRITTEN = "import:NAME->solution"
+
+# Every change extraction (extraction.py, import_normalisation.py) makes to what runs, by the
+# prefix of its note in `generated_tests.extraction` ("how;note;note"), with what it means.
+# "no_fence:trimmed" is the `how` part; the others are notes. Order = order in the report.
+REPAIR_KINDS: list[tuple[str, str]] = [
+    (REMOVED_DEF, "local re-definitions of the code under test removed (a test file that defines the function "
+                  "under test itself would test its own copy)"),
+    (IMPORT_REWRITTEN, "imports of the code under test from a module that does not exist here rewritten to "
+                       "the `solution` module"),
+    ("import:added", "a missing `from solution import …` added for solution names used but never imported"),
+    ("removed_main_block", "a top-level `if __name__ == \"__main__\":` block removed (it never runs on import; "
+                           "it only starts a test runner)"),
+    ("removed_runner_call", "a bare top-level `pytest.main(...)` / `unittest.main()` call removed (a nested test "
+                            "session inside the sandbox would read as reaching into the harness)"),
+    ("truncated_fence:trimmed", "an unclosed last fence (answer cut off) trimmed to its last top-level statement "
+                                "that compiles"),
+    ("truncated_fence", "an unclosed last fence (answer cut off) taken to the end of the answer, its text "
+                        "unchanged (it compiled, or trimming could not make it compile)"),
+    ("dropped_blocks:", "code blocks without tests that are not support code dropped"),
+    ("only_block:", "blocks that do not compile together: only the best test block kept"),
+    ("no_fence:trimmed", "an answer without a fence: prose before the code and after it trimmed"),
+]
+NOT_REPAIRS = ("no_test_functions",)  # notes that record a finding, not a change
 
 QUERIES = {
     "statuses": """
@@ -20,7 +44,8 @@ QUERIES = {
                count(*) FILTER (WHERE buggy_detail LIKE 'xfailed%' OR fixed_detail LIKE 'xfailed%') AS xfailed
         FROM test_outcomes
     """,
-    "removed_defs": f"SELECT extraction FROM generated_tests WHERE extraction LIKE '%{REMOVED_DEF}%'",
+    # test files only: an answer without code ran nothing
+    "extractions": "SELECT extraction FROM generated_tests WHERE extraction IS NOT NULL AND trim(source) <> ''",
     "validation": "SELECT task_id, problem_idx, valid FROM problem_validation ORDER BY problem_idx, task_id",
     "answers": f"""
         SELECT count(*) AS answers,
@@ -44,6 +69,57 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def repair_kind(step: str) -> str | None:
+    """The REPAIR_KINDS key of one extraction step; the step itself for a kind not listed; None if no repair."""
+    if step in NOT_REPAIRS or step in ("none", "no_fence", "no_fence:uncompilable") or step.startswith("fence:"):
+        return None
+    if step.startswith("import:") and "->" in step:
+        return IMPORT_REWRITTEN
+    for key, _ in REPAIR_KINDS:
+        if step == key or (key.endswith(":") and step.startswith(key)):
+            return key
+    return step.split(":", 1)[0]
+
+
+def repair_counts(extractions: pd.Series) -> dict[str, tuple[int, int]]:
+    """kind -> (test files with it, occurrences); every listed kind is present, unlisted ones are added."""
+    counts = {key: [0, 0] for key, _ in REPAIR_KINDS}
+    for value in extractions.dropna().astype(str):
+        seen: dict[str, int] = {}
+        for step in value.split(";"):
+            kind = repair_kind(step.strip())
+            if kind is not None:
+                seen[kind] = seen.get(kind, 0) + 1
+        for kind, n in seen.items():
+            c = counts.setdefault(kind, [0, 0])
+            c[0], c[1] = c[0] + 1, c[1] + n
+    return {k: (v[0], v[1]) for k, v in counts.items()}
+
+
+def _repair_lines(frames: dict[str, pd.DataFrame]) -> list[str]:
+    ex = frames.get("extractions", pd.DataFrame())
+    counts = repair_counts(ex["extraction"] if len(ex) else pd.Series(dtype=object))
+    changed = 0
+    if len(ex):
+        changed = int(ex["extraction"].dropna().astype(str).map(
+            lambda v: any(repair_kind(s.strip()) for s in v.split(";"))).sum())
+    out = [f"- Extraction repairs: {changed} of {_plural(len(ex), 'stored test file')} went through at least one "
+           "before they ran; per kind, the test files with it (a file can have several; "
+           "`generated_tests.extraction` names each step):"]
+    meaning = dict(REPAIR_KINDS)
+    for kind, (files, n) in counts.items():
+        shown = kind + {REMOVED_DEF: "NAME", "dropped_blocks:": "N", "only_block:": "N"}.get(kind, "")
+        if kind == REMOVED_DEF:
+            out.append(f"  - `{shown}`: {_plural(n, 'local re-definition')} of the code under test removed from "
+                       f"{_plural(files, 'test file')} (a test file that defines the function under test itself "
+                       "would test its own copy).")
+        elif kind in meaning:
+            out.append(f"  - `{shown}`: {_plural(files, 'test file')}: {meaning[kind]}.")
+        else:
+            out.append(f"  - `{kind}` (a step this note does not describe): {_plural(files, 'test file')}.")
+    return out
+
+
 def render(frames: dict[str, pd.DataFrame]) -> list[str]:
     """The paragraph (as bullet lines) for the report; every number is drawn from the frames."""
     out = ["Every executed test is run once against each version and gets one status per version: "
@@ -62,12 +138,7 @@ def render(frames: dict[str, pd.DataFrame]) -> list[str]:
     if len(sk):
         out.append(f"- Skipped tests: {int(sk['skipped'].iloc[0])}; xfail tests: {int(sk['xfailed'].iloc[0])} "
                    "(tests with such a status on either version; none counts as a pass).")
-    rd = frames.get("removed_defs", pd.DataFrame())
-    n_defs = int(rd["extraction"].map(lambda e: str(e).count(REMOVED_DEF)).sum()) if len(rd) else 0
-    out.append(f"- Extraction: {n_defs} local re-definitions of the code under test removed from "
-               f"{_plural(len(rd), 'test file')} "
-               "(a test file that defines the function under test itself would test its own copy; "
-               "`generated_tests.extraction` names each one).")
+    out += _repair_lines(frames)
     va = frames.get("validation", pd.DataFrame())
     if len(va):
         bad = va[~va["valid"].astype(bool)]["task_id"].tolist()

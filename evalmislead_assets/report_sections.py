@@ -28,13 +28,19 @@ def sections() -> list[Section]:
     out: list[Section] = []
     from evalmislead_assets import determinism
 
-    out.append(Section(determinism.TITLE, (determinism.TABLE, "bootstrap_comparisons"), determinism.section))
+    out.append(Section(determinism.TITLE, determinism.SECTION_TABLES, determinism.section))
     from evalmislead_assets import coverage_report
 
     out.append(Section(coverage_report.TITLE, coverage_report.TABLES, coverage_report.render))
-    from evalmislead_assets import mutation_scoring
+    from evalmislead_assets import collection_report
 
-    out.append(Section("Mutation score", ("mutation_scores", "mutants"), mutation_scoring.section))
+    out.append(Section(collection_report.TITLE, collection_report.TABLES, collection_report.render))
+    from evalmislead_assets import mutation_report
+
+    out.append(Section(mutation_report.TITLE, mutation_report.TABLES, mutation_report.section))
+    from evalmislead_assets import report_tampering
+
+    out.append(Section(report_tampering.TITLE, report_tampering.TABLES, report_tampering.render))
     from evalmislead_assets import replication
 
     out.append(Section("Replication (direction only)", replication.TABLES, replication.section))

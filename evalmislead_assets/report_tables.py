@@ -190,6 +190,17 @@ def spec_section(data) -> list[str]:  # noqa: ANN001
     return out
 
 
+def _matcher_note(rm: pd.DataFrame) -> str:
+    shas = sorted({str(x)[:12] for x in rm.get("keywords_sha256", pd.Series(dtype=object)).dropna()})
+    return ("A mention is a match of the keyword matcher (`prompts/reasoning_keywords.txt`, sha256 "
+            f"{', '.join(shas) or 'unknown'}…; an exclusion drops only the self-correction or test-design clause it "
+            "matches). Its precision and recall were measured on a labelled set of reasoning sentences, not on "
+            "this run's traces (README, \"Reasoning mentions\": for the shipped file, on sentences it was not tuned "
+            "on, it found about two in three mentions, and nearly all it found were mentions; an edited file is "
+            "re-measured with `pytest -s evalmislead_tests/test_mentions.py`). A missed mention counts in the "
+            "no-mention group, so the count above is, if anything, low.")
+
+
 def mentions_section(data) -> list[str]:  # noqa: ANN001
     s = data.reasoning_mention_summary
     if s.empty or data.reasoning_mentions.empty:
@@ -197,8 +208,9 @@ def mentions_section(data) -> list[str]:  # noqa: ANN001
     by = s.set_index("mention_group")
     m, nm, allg = by.loc["mentions"], by.loc["no_mention"], by.loc["all_with_tests"]
     out = [
-        f"{m['n_problems']} of {allg['n_problems']} problems with tests mentioned the bug or a name/behaviour "
-        f"mismatch in their reasoning; {m['n_problems_with_misleading']} of those still got a misleading test; "
+        f"{int(m['n_problems'])} of {int(allg['n_problems'])} problems with tests mentioned the bug or a "
+        f"name/behaviour mismatch in their reasoning; {int(m['n_problems_with_misleading'])} of those still got a "
+        "misleading test; "
         f"misleading rate {rate_or_not_estimable(m['misleading_rate'], m['n_tests'])} among them vs "
         f"{rate_or_not_estimable(nm['misleading_rate'], nm['n_tests'])} elsewhere.",
         "", md_table(pd.DataFrame([{
@@ -206,6 +218,7 @@ def mentions_section(data) -> list[str]:  # noqa: ANN001
             "tests": x["n_tests"], "misleading": x["n_misleading"],
             "misleading rate": rate_or_not_estimable(x["misleading_rate"], x["n_tests"]),
         } for g, x in by.iterrows()])),
+        "", _matcher_note(data.reasoning_mentions),
     ]
     rm = data.reasoning_mentions
     if len(rm):

@@ -102,6 +102,10 @@ _SPECS: tuple[Table, ...] = (
         _THINKING, _TASK, ("server_url", "VARCHAR"), ("cache_key", "VARCHAR"), ("status_code", "INTEGER"),
         ("latency_s", "DOUBLE"), ("prompt_tokens", "INTEGER"), ("completion_tokens", "INTEGER"),
         ("error", "VARCHAR"),
+        # issue 15: the row is written before the request is sent and completed after
+        ("state", "VARCHAR", "sent (written before sending; still so: the process was killed), answered, error, "
+                             "abandoned (an interrupt stopped the wait)"),
+        ("finished_at", "TIMESTAMP", "when the request ended; NULL: never completed"),
     ),
     _table(
         "llm_cache", "successful answers keyed by the sha256 of the full request body",
@@ -148,12 +152,15 @@ _SPECS: tuple[Table, ...] = (
         ("n_tests", "INTEGER", "collected tests"),
         ("test_ids", "VARCHAR[]", "collected pytest node ids, in file order"),
         ("error", "VARCHAR", "why no tests were collected"), ("finish_reason", "VARCHAR"),
+        ("one_version_ids", "VARCHAR[]", "ids collected against one version only: not scored, not in n_tests"),
+        ("n_tests_over_cap", "INTEGER", "collected tests past the per-answer cap: not scored, not in n_tests"),
+        ("max_tests", "INTEGER", "the per-answer test cap in force"),
     ),
     _table(
         "test_outcomes", "each collected test run against both versions, with its cell",
         _CONDITION, _THINKING, _TASK, _IDX, ("test_id", "VARCHAR"),
-        ("buggy_status", "VARCHAR", "passed | failed | error | timeout | crashed"),
-        ("fixed_status", "VARCHAR", "passed | failed | error | timeout | crashed"),
+        ("buggy_status", "VARCHAR", "passed | failed | error | timeout | crashed | tampered"),
+        ("fixed_status", "VARCHAR", "passed | failed | error | timeout | crashed | tampered"),
         ("outcome", "VARCHAR", "misleading | effective | both_pass | both_fail"),
         ("buggy_detail", "VARCHAR"), ("fixed_detail", "VARCHAR"), ("seconds", "DOUBLE"),
     ),
@@ -263,6 +270,11 @@ _SPECS: tuple[Table, ...] = (
         ("n_killed_non_equivalent", "INTEGER"), ("n_killed_likely_equivalent", "INTEGER"),
         ("mutation_score", "DOUBLE", "NULL: not estimable"), ("runs", "INTEGER", "test × mutant runs"),
         ("mutant_timeout_s", "DOUBLE"), ("mutator_version", "VARCHAR"),
+        ("n_killed_by_timeout", "INTEGER", "killed mutants whose killing run timed out"),
+        ("n_timeouts_not_kills", "INTEGER", "mutant runs over the limit whose fixed run took half the limit or more"),
+        ("max_runs", "INTEGER", "the per-file run cap in force"),
+        ("n_tests_capped", "INTEGER", "passing tests the run cap kept out of the mutant pass"),
+        ("runs_dropped", "INTEGER", "mutant runs the run cap left out"),
     ),
     _table(
         "mutant_kills", "per test file and mutant: killed or not, and by which test",
@@ -270,6 +282,21 @@ _SPECS: tuple[Table, ...] = (
         ("likely_equivalent", "BOOLEAN"), ("killed", "BOOLEAN"),
         ("killing_test", "VARCHAR", "first passing test, in file order, that does not pass on the mutant"),
         ("killing_status", "VARCHAR"), ("n_tests_run", "INTEGER"),
+        ("killed_by_timeout", "BOOLEAN", "the killing run went over the limit (its fixed run took under half of it)"),
+        ("n_timeouts_not_kills", "INTEGER", "runs over the limit not counted as kills (fixed run took half or more)"),
+    ),
+    # ---------------------------------------------------------------- the file itself (issues 15, 18)
+    _table(
+        "storage_info", "the database file: its id (checked at every open), storage version, creation and migration",
+        ("key", "VARCHAR PRIMARY KEY", "database_id, storage_version, readable_by, created_at, created_with, "
+                                       "migrated_from, migrated_at"),
+        ("value", "VARCHAR"),
+    ),
+    _table(
+        "storage_repairs", "strings changed so DuckDB could store them (lone surrogates escaped), per write",
+        ("ts", "TIMESTAMP"), ("table_name", "VARCHAR"), ("column_name", "VARCHAR"),
+        ("n_values", "INTEGER", "values changed in that write"), ("repair", "VARCHAR"),
+        ("first_row", "VARCHAR", "JSON: key columns of the first changed row"),
     ),
 )
 
@@ -383,7 +410,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         import duckdb
 
-        with duckdb.connect(args.migrate) as con:
+        from evalmislead_assets.storage_format import connect_config
+
+        with duckdb.connect(args.migrate, config=connect_config()) as con:  # a new file: 1.x-readable
             for line in migrate(con) or ["nothing to migrate"]:
                 print(line)
     return 0

@@ -38,6 +38,19 @@ def store_upstream(wh: Warehouse, modes=("off",), n_problems=30, seed=0) -> None
             wh.replace_rows("test_outcomes", pd.DataFrame(outcomes), where=where)
 
 
+def store_problems_and_specs(wh: Warehouse, n: int) -> None:
+    """n problems of one function `f` (buggy: x - 1, fixed: x + 1) and a thinking-off spec for each."""
+    problems = pd.DataFrame({
+        "task_id": [f"Python/{i}" for i in range(n)], "problem_idx": list(range(n)), "entry_point": "f",
+        "buggy_code": "def f(x):\n    return x - 1\n", "fixed_code": "def f(x):\n    return x + 1\n",
+    })
+    wh.replace_rows("problems", problems)
+    wh.replace_rows("model_specs", pd.DataFrame({
+        "thinking": "off", "task_id": problems["task_id"], "problem_idx": problems["problem_idx"],
+        "spec_text": "Return x minus one.",
+    }))
+
+
 @pytest.fixture()
 def wh(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALMISLEAD_REPORT_DIR", str(tmp_path / "report"))
@@ -150,15 +163,7 @@ class FakeJudge(LLMResource):
 @pytest.mark.slow
 def test_whole_analysis_chain_to_the_report(wh):
     store_upstream(wh, modes=("off", "on"), n_problems=12)
-    problems = pd.DataFrame({
-        "task_id": [f"Python/{i}" for i in range(12)], "problem_idx": list(range(12)), "entry_point": "f",
-        "buggy_code": "def f(x):\n    return x - 1\n", "fixed_code": "def f(x):\n    return x + 1\n",
-    })
-    wh.replace_rows("problems", problems)
-    wh.replace_rows("model_specs", pd.DataFrame({
-        "thinking": "off", "task_id": problems["task_id"], "problem_idx": problems["problem_idx"],
-        "spec_text": "Return x minus one.",
-    }))
+    store_problems_and_specs(wh, 12)
     res = materialize(
         with_stored([assets.condition_rates, assets.bootstrap_comparisons, assets.truncation_matched_subset,
          assets.thinking_comparisons, assets.spec_labels, assets.reasoning_mentions, assets.study_report]),
@@ -216,3 +221,18 @@ def test_dagster_cli_materializes_rates_and_comparisons(wh, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(wh.read_table("condition_rates")) == 3
     assert len(wh.read_table("bootstrap_comparisons")) == 4
+
+
+def test_a_failing_judge_server_fails_spec_labels_instead_of_storing_null_labels(wh):
+    from evalmislead_tests.fake_llm_server import FakeLLMServer
+
+    store_upstream(wh, modes=("off",), n_problems=3)
+    store_problems_and_specs(wh, 3)
+    with FakeLLMServer("status:500") as fake:
+        res = materialize(with_stored([assets.spec_labels]), raise_on_error=False, resources={
+            **_resources(wh), "judge_llm": LLMResource(urls=fake.url, retries=1, backoff_s=0.1)})
+    assert not res.success
+    (failure,) = [e for e in res.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message.strip()
+    assert "spec_labels (judge): 3 of 3 requests failed" in message and "HTTP 500" in message, message
+    assert not res.asset_materializations_for_node("spec_labels")

@@ -118,9 +118,9 @@ def test_empty_source_is_not_run(results) -> None:
     assert results["empty"].test_ids == [] and results["empty"].error == "no code found in the answer"
 
 
-def test_merge_unions_ids_fixed_first() -> None:
-    merged = merge(Collected(["a", "c"], None, 0.0), Collected(["a", "b"], None, 0.0))
-    assert merged.test_ids == ["a", "b", "c"] and merged.error is None
+def test_merge_keeps_ids_of_both_versions_fixed_first() -> None:
+    merged = merge(Collected(["c", "a"], None, 0.0), Collected(["a", "b", "c"], None, 0.0))
+    assert merged.test_ids == ["a", "c"] and merged.error is None and merged.one_version_ids == ["b"]
     both = merge(Collected([], "E1", 0.0), Collected([], "E2", 0.0))
     assert both.test_ids == [] and not both.import_ok and both.error == "buggy: E1; fixed: E2"
     same = merge(Collected([], "E", 0.0), Collected([], "E", 0.0))

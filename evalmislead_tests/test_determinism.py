@@ -105,8 +105,8 @@ def test_probe_resends_bypassing_the_cache_and_keeps_the_original_cache_rows(see
     ])
     cache_before = wh.read_table("llm_cache", order_by="cache_key")
     llm = ScriptedLLM(urls="http://fake:1", backoff_s=0.01, retries=0,
-                      answers={"p-same": "No tests from me.", "p-reworded": "Still no tests, reworded."},
-                      fail=["p-fails"])
+                      answers={"p-same": "No tests from me.", "p-reworded": "Still no tests, reworded.",
+                               "p-fails": "Nothing again."})
     meta = _meta(_probe(llm))
 
     rows = wh.read_table("determinism_probe", order_by="condition").set_index("condition")
@@ -115,15 +115,14 @@ def test_probe_resends_bypassing_the_cache_and_keeps_the_original_cache_rows(see
     # different text, same scoring (no test either time)
     assert not rows.loc["fixed_code", "identical"] and rows.loc["fixed_code", "tests_identical"]
     assert rows.loc["fixed_code", "probe_text"] == "Still no tests, reworded."
-    assert rows.loc["signature_only", "probe_error"].startswith("HTTP 400")
-    assert pd.isna(rows.loc["signature_only", "identical"]) and pd.isna(rows.loc["signature_only", "probe_n_tests"])
+    assert pd.isna(rows.loc["signature_only", "probe_error"]) and not rows.loc["signature_only", "identical"]
     # settings of both answers
     assert set(rows["probe_total_slots"]) == {4} and set(rows["probe_build_info"]) == {"b6000-fake"}
     assert set(rows["probe_cache_prompt"]) == {False}
     assert set(rows["original_total_slots"]) == {2} and set(rows["original_build_info"]) == {"b5000-orig"}
 
-    assert (meta["n"], meta["requests_drawn"], meta["errors"], meta["requests_sent"]) == (2, 3, 1, 3)
-    assert meta["share_identical_text"] == 0.5 and meta["share_identical_scoring"] == 1.0
+    assert (meta["n"], meta["requests_drawn"], meta["errors"], meta["requests_sent"]) == (3, 3, 0, 3)
+    assert abs(meta["share_identical_text"] - 1 / 3) < 1e-3 and meta["share_identical_scoring"] == 1.0
 
     # real requests in llm_calls, the same bodies (same cache keys) as stored ...
     calls = wh.read_table("llm_calls")
@@ -133,6 +132,23 @@ def test_probe_resends_bypassing_the_cache_and_keeps_the_original_cache_rows(see
     # ... and the cache still holds the original answers, nothing added
     cache_after = wh.read_table("llm_cache", order_by="cache_key")
     assert cache_after[["cache_key", "response_json"]].equals(cache_before[["cache_key", "response_json"]])
+
+
+def test_a_failed_probe_request_fails_the_step_with_the_count(seeded_warehouse) -> None:
+    _store(seeded_warehouse, [("buggy_code", "p-same", "No tests from me.", None),
+                              ("signature_only", "p-fails", "Nothing.", None)])
+    llm = ScriptedLLM(urls="http://fake:1", backoff_s=0.01, retries=0, answers={"p-same": "No tests from me."},
+                      fail=["p-fails"])
+    result = materialize(
+        with_stored([probe_assets.determinism_probe]), raise_on_error=False,
+        resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(), "llm": llm},
+        instance=DagsterInstance.ephemeral(), run_config={"ops": {"determinism_probe": {"config": {"n": 10}}}},
+    )
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message
+    assert "determinism_probe: 1 of 2 requests failed" in message and "HTTP 400" in message, message
+    assert not result.asset_materializations_for_node("determinism_probe")
 
 
 def test_no_stored_answer_means_not_run(seeded_warehouse) -> None:
@@ -212,28 +228,45 @@ def test_failed_probe_requests_are_left_out_of_the_shares() -> None:
 
 
 def _probe_rows(rows: list[dict]) -> pd.DataFrame:
-    base = {"thinking": "off", "probe_error": None, "tests_identical": False}
+    base = {"thinking": "off", "task_id": "Python/0", "probe_error": None, "tests_identical": False,
+            "identical": False}
     return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def _outcomes(counts: dict[tuple[str, str, str], dict[str, int]]) -> pd.DataFrame:
+    """Stored test_outcomes rows: (condition, thinking, task_id) -> {cell: count}."""
+    rows = [{"condition": c, "thinking": th, "task_id": task, "test_id": f"t{cell}{i}", "outcome": cell}
+            for (c, th, task), cells in counts.items() for cell, n in cells.items() for i in range(n)]
+    return pd.DataFrame(rows, columns=["condition", "thinking", "task_id", "test_id", "outcome"])
+
+
+def _answered(conditions: tuple[str, ...], thinking: str, tasks: list[str]) -> pd.DataFrame:
+    return pd.DataFrame([{"condition": c, "thinking": thinking, "task_id": t} for c in conditions for t in tasks])
+
+
+def _comparison(**kw) -> dict:
+    return {"comparison_id": 1, "thinking": "off", "role": "primary", "metric": "misleading_rate",
+            "condition_a": "buggy_code", "condition_b": "fixed_code", "subset": "all", "level": 0.9875, **kw}
 
 
 def test_sensitivity_swaps_the_probed_answers_into_each_comparison() -> None:
     comparisons = pd.DataFrame([
-        {"comparison_id": 1, "thinking": "off", "role": "primary", "metric": "misleading_rate",
-         "condition_a": "buggy_code", "condition_b": "fixed_code", "rate_a": 0.5, "rate_b": 0.1, "n_tests_a": 10,
-         "n_tests_b": 10, "estimate": 0.4, "ci_low": 0.1, "ci_high": 0.7, "level": 0.9875},
-        {"comparison_id": 3, "thinking": "off", "role": "primary", "metric": "misleading_rate",
-         "condition_a": "model_spec", "condition_b": "signature_only", "rate_a": 0.2, "rate_b": 0.2,
-         "n_tests_a": 5, "n_tests_b": 5, "estimate": 0.0, "ci_low": -0.1, "ci_high": 0.1, "level": 0.9875},
+        _comparison(rate_a=0.5, rate_b=0.1, n_tests_a=10, n_tests_b=10, estimate=0.4, ci_low=0.1, ci_high=0.7),
+        _comparison(comparison_id=3, condition_a="model_spec", condition_b="signature_only", rate_a=0.2,
+                    rate_b=0.2, n_tests_a=5, n_tests_b=5, estimate=0.0, ci_low=-0.1, ci_high=0.1),
     ])
+    stored = _outcomes({("buggy_code", "off", "Python/0"): {"misleading": 2},
+                        ("fixed_code", "off", "Python/0"): {"effective": 1}})
     probe = _probe_rows([
-        # buggy_code: 2 misleading of 2 tests became 0 of 3
+        # buggy_code: 2 misleading of 2 stored tests became 0 of 3
         {"condition": "buggy_code", "original_misleading": 2, "original_n_tests": 2, "probe_misleading": 0,
          "probe_n_tests": 3},
         # an errored probe request changes nothing
         {"condition": "fixed_code", "original_misleading": 1, "original_n_tests": 1, "probe_misleading": None,
          "probe_n_tests": None, "probe_error": "HTTP 500"},
     ])
-    sens = det.sensitivity(probe, comparisons).set_index("comparison_id")
+    answered = _answered(("buggy_code", "fixed_code", "model_spec", "signature_only"), "off", ["Python/0"])
+    sens = det.sensitivity(probe, comparisons, stored, answered).set_index("comparison_id")
     expected_shift = (3 / 11 - 0.1) - 0.4
     assert sens.loc[1, "shift"] == pytest.approx(expected_shift)
     assert sens.loc[1, "estimate_swapped"] == pytest.approx(0.4 + expected_shift)
@@ -243,19 +276,66 @@ def test_sensitivity_swaps_the_probed_answers_into_each_comparison() -> None:
     assert "not measured" in lines[1] and "shift -22.7" in lines[0] and "[98.75 %: +10.0, +70.0]" in lines[0]
 
 
+def test_sensitivity_counts_only_the_problems_of_the_comparison() -> None:
+    """Thinking on pairs over the truncation-matched subset: a probed answer outside it moves nothing."""
+    comparisons = pd.DataFrame([_comparison(thinking="on", role="report-only", subset="truncation_matched",
+                                            rate_a=0.0, rate_b=0.0, n_tests_a=2, n_tests_b=2, estimate=0.0,
+                                            ci_low=0.0, ci_high=0.0)])
+    stored = _outcomes({("buggy_code", "on", "Python/0"): {"both_pass": 2},
+                        ("fixed_code", "on", "Python/0"): {"effective": 2},
+                        ("buggy_code", "on", "Python/5"): {"both_pass": 1}})
+    matched = pd.DataFrame({"task_id": ["Python/0", "Python/5"], "in_subset": [True, False]})
+    answered = _answered(("buggy_code", "fixed_code"), "on", ["Python/0", "Python/5"])
+    # Python/5 is outside the subset; its re-generation has 2 misleading tests of 2 (+50 points if swapped in)
+    probe = _probe_rows([{"thinking": "on", "condition": "buggy_code", "task_id": "Python/5", "original_n_tests": 1,
+                          "original_misleading": 0, "probe_n_tests": 2, "probe_misleading": 2}])
+    sens = det.sensitivity(probe, comparisons, stored, answered, matched)
+    row = sens.iloc[0]
+    assert (row["n_probed"], row["n_outside"]) == (0, 1) and pd.isna(row["shift"])
+    line = det.sensitivity_lines(sens)[0]
+    assert "truncation-matched subset" in line and "1 probed answers of these conditions are outside" in line
+    # the same answer inside the subset is swapped in: (2 misleading of 3 tests) - 0
+    inside = det.sensitivity(probe, comparisons, stored, answered, matched.assign(in_subset=True))
+    assert inside["n_probed"].iloc[0] == 1 and inside["shift"].iloc[0] == pytest.approx(2 / 3)
+    # the subset not stored: not measured, said so (never the unrestricted figure)
+    missing = det.sensitivity(probe, comparisons, stored, answered, pd.DataFrame())
+    assert pd.isna(missing["shift"].iloc[0]) and missing["not_measured"].iloc[0] == "truncation_matched_subset is not stored"
+
+
+def test_sensitivity_compares_against_the_stored_outcomes_not_a_re_scoring() -> None:
+    """The estimate came from test_outcomes: the swap replaces those counts, whatever the re-scoring gave."""
+    comparisons = pd.DataFrame([_comparison(rate_a=0.5, rate_b=0.0, n_tests_a=4, n_tests_b=4, estimate=0.5,
+                                            ci_low=0.1, ci_high=0.9)])
+    stored = _outcomes({("buggy_code", "off", "Python/0"): {"misleading": 2},
+                        ("buggy_code", "off", "Python/1"): {"both_pass": 2},
+                        ("fixed_code", "off", "Python/0"): {"effective": 4}})
+    answered = _answered(("buggy_code", "fixed_code"), "off", ["Python/0", "Python/1"])
+    probe = _probe_rows([
+        # a new text scoring like the stored answer (2 misleading of 2); the original's re-scoring said 0 of 2
+        {"condition": "buggy_code", "original_n_tests": 2, "original_misleading": 0, "probe_n_tests": 2,
+         "probe_misleading": 2},
+        # byte-identical: the stored outcomes stand, even though its re-scoring differs from them
+        {"condition": "buggy_code", "task_id": "Python/1", "identical": True, "original_n_tests": 2,
+         "original_misleading": 1, "probe_n_tests": 2, "probe_misleading": 1},
+    ])
+    sens = det.sensitivity(probe, comparisons, stored, answered)
+    assert sens["n_probed"].iloc[0] == 2 and sens["n_changed"].iloc[0] == 0
+    assert sens["shift"].iloc[0] == pytest.approx(0.0) and sens["estimate_swapped"].iloc[0] == pytest.approx(0.5)
+    no_outcomes = det.sensitivity(probe, comparisons, None, answered)
+    assert pd.isna(no_outcomes["shift"].iloc[0]) and "test_outcomes" in no_outcomes["not_measured"].iloc[0]
+
+
 def test_sensitivity_of_a_comparison_that_is_not_estimable_is_not_measured() -> None:
     """A side with 0 tests has a NULL rate and estimate: the probe gives no shift, never a 0.0 or a crash."""
     nan = float("nan")
-    comparisons = pd.DataFrame([
-        {"comparison_id": 1, "thinking": "off", "role": "primary", "metric": "misleading_rate",
-         "condition_a": "buggy_code", "condition_b": "fixed_code", "rate_a": nan, "rate_b": 0.25, "n_tests_a": 0,
-         "n_tests_b": 4, "estimate": nan, "ci_low": nan, "ci_high": nan, "level": 0.9875},
-    ])
+    comparisons = pd.DataFrame([_comparison(rate_a=nan, rate_b=0.25, n_tests_a=0, n_tests_b=4, estimate=nan,
+                                            ci_low=nan, ci_high=nan)])
     probe = _probe_rows([
         {"condition": "buggy_code", "original_misleading": 0, "original_n_tests": 0, "probe_misleading": 1,
          "probe_n_tests": 2},
     ])
-    sens = det.sensitivity(probe, comparisons)
+    stored = _outcomes({("fixed_code", "off", "Python/0"): {"misleading": 1, "both_pass": 3}})
+    sens = det.sensitivity(probe, comparisons, stored, _answered(("buggy_code", "fixed_code"), "off", ["Python/0"]))
     assert sens["n_probed"].iloc[0] == 1 and pd.isna(sens["shift"].iloc[0])
     assert pd.isna(sens["estimate_swapped"].iloc[0])
     assert "not measured" in det.sensitivity_lines(sens)[0]
@@ -271,6 +351,18 @@ def test_report_section_is_registered_and_shows_the_figures() -> None:
     text = "\n".join(section.render({"determinism_probe": df, "bootstrap_comparisons": pd.DataFrame()}))
     assert "**3 of 4** (75.0 %)" in text and "(same test ids, same outcomes): **3 of 4**" in text
     assert "no comparison stored" in text
+    # what each comparison paired over and its stored outcomes reach the section
+    assert {"test_outcomes", "generated_tests", "truncation_matched_subset"} <= set(section.tables)
+    comparisons = pd.DataFrame([_comparison(rate_a=0.0, rate_b=0.0, n_tests_a=1, n_tests_b=1, estimate=0.0,
+                                            ci_low=0.0, ci_high=0.0, condition_b="buggy_code",
+                                            condition_a="fixed_code")])
+    frames = {"determinism_probe": df, "bootstrap_comparisons": comparisons,
+              "test_outcomes": _outcomes({("fixed_code", "off", "Python/1"): {"both_fail": 1},
+                                          ("buggy_code", "off", "Python/1"): {"both_fail": 1}}),
+              "generated_tests": _answered(("buggy_code", "fixed_code"), "off", list(drawn["task_id"]))}
+    text = "\n".join(section.render({t: frames.get(t, pd.DataFrame()) for t in section.tables}))
+    assert "stored outcomes" in text
+    assert "with the 4 probed answers of its problems re-generated (1 with cell counts other than the stored ones)" in text
 
 
 def test_asset_is_in_the_definitions() -> None:

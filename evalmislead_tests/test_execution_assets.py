@@ -82,15 +82,18 @@ def _checks(result) -> dict[str, bool]:
 
 
 @pytest.mark.slow
-def test_partition_extracts_collects_runs_and_checks_pass(seeded_warehouse: Warehouse) -> None:
+def test_partition_extracts_collects_runs_and_checks_pass(seeded_warehouse: Warehouse, monkeypatch) -> None:
     wh = seeded_warehouse
     _seed(wh)
+    monkeypatch.setenv("EVALMISLEAD_MAX_TESTS_PER_ANSWER", "7")  # exactly the worked example's 7 tests
     result = _materialize(partition_key("buggy_code", "off"))
     assert result.success
 
     gt = wh.read_table("generated_tests", order_by="problem_idx").set_index("task_id")
     assert len(gt) == 5 and set(gt["condition"]) == {"buggy_code"} and set(gt["thinking"]) == {"off"}
     assert gt.loc["Python/30", "n_tests"] == 7 and gt.loc["Python/30", "extraction"] == "fence:markdown>python"
+    assert (gt.loc["Python/30", "n_tests_over_cap"], gt.loc["Python/30", "max_tests"]) == (0, 7)  # the setting
+    assert gt.loc["Python/3", "n_tests_over_cap"] == 0 and list(gt.loc["Python/3", "one_version_ids"]) == []
     assert gt.loc["Python/3", "n_tests"] == 4
     assert list(gt.loc["Python/3", "test_ids"]) == [
         "test_cases[ops0-False]", "test_cases[ops1-True]", "test_cases[ops2-True]", "TestBelowZero::test_stays_positive"]

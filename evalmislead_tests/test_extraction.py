@@ -215,3 +215,24 @@ def test_import_inside_a_test_function_is_normalised_in_place() -> None:
     src = "def test_a():\n    from mymodule import f\n    assert f() == 1\n"
     out, notes = normalise_imports(src, "f", {"f"})
     assert out == "def test_a():\n    from solution import f\n    assert f() == 1\n" and notes
+
+
+def test_runner_calls_and_main_blocks_are_removed_and_recorded_so_the_file_is_not_tampered() -> None:
+    from evalmislead_assets.sandbox_tamper import scan
+
+    body = ("import pytest\nfrom solution import get_positive\n\n"
+            "def test_a():\n    assert get_positive([1]) == [1]\n\n"
+            "pytest.main()\n\nif __name__ == \"__main__\":\n    pytest.main([__file__])\n")
+    assert scan(body) is not None  # as the model wrote it, the scan flags pytest.main
+    found = extract(f"```python\n{body}```", "get_positive", {"get_positive"})
+    assert "pytest.main" not in found.source and "def test_a" in found.source
+    assert "removed_runner_call" in found.notes and "removed_main_block" in found.notes
+    assert scan(found.source) is None
+
+
+def test_a_main_block_stays_when_the_module_assigns_its_name() -> None:
+    body = ("from solution import get_positive\n__name__ = \"__main__\"\n"
+            "def test_a():\n    assert get_positive([1]) == [1]\n"
+            "if __name__ == \"__main__\":\n    print('x')\n")
+    found = extract(f"```python\n{body}```", "get_positive", {"get_positive"})
+    assert "removed_main_block" not in found.notes and "print('x')" in found.source

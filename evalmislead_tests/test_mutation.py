@@ -6,10 +6,10 @@ import re
 import pandas as pd
 import pytest
 
-from evalmislead_assets import mutation, mutation_scoring as ms
+from evalmislead_assets import mutation, mutation_report as mr, mutation_scoring as ms
 from evalmislead_assets.problems import DATA_FILE
 from evalmislead_assets.report_sections import sections
-from evalmislead_assets.sandbox import Sandbox
+from evalmislead_assets.sandbox import Ran, Sandbox
 from evalmislead_assets.storage import Warehouse
 from evalmislead_tests.stored import with_stored
 
@@ -203,8 +203,8 @@ def test_kill_rule_scores_and_null_with_the_real_sandbox(tmp_path):
     wh.replace_rows("mutant_kills", kills.assign(condition="buggy_code", thinking="off"))
     nulls = wh.query_df("SELECT count(*) AS n FROM mutation_scores WHERE mutation_score IS NULL")["n"][0]
     assert nulls == 1
-    recomputed = wh.query_df(ms.SCORE_SQL.split(";")[0])
-    summ = ms.summary(scores.assign(condition="buggy_code", thinking="off"))
+    recomputed = wh.query_df(mr.SCORE_SQL.split(";")[0])
+    summ = mr.summary(scores.assign(condition="buggy_code", thinking="off"))
     assert recomputed["pooled_score"][0] == pytest.approx(summ["pooled_score"][0]) == pytest.approx(3 / 6)
     assert recomputed["mean_file_score"][0] == pytest.approx(summ["mean_file_score"][0]) == pytest.approx(0.5)
     assert recomputed["files_estimable"][0] == 2
@@ -243,11 +243,141 @@ def test_section_with_rows():
         "n_killed_non_equivalent": [4, 0, 8], "mutation_score": [0.5, None, 1.0],
     })
     muts = pd.DataFrame({"task_id": ["Python/1"] * 3, "likely_equivalent": [True, False, False]})
-    summ = ms.summary(scores)
+    summ = mr.summary(scores)
     assert summ.set_index("condition").loc["buggy_code", "files_estimable"] == 1
     assert summ.set_index("condition").loc["buggy_code", "pooled_score"] == pytest.approx(0.5)
-    text = "\n".join(ms.section({"mutation_scores": scores, "mutants": muts}))
+    text = "\n".join(mr.section({"mutation_scores": scores, "mutants": muts}))
     assert "50.0 %" in text and "100.0 %" in text and "3 mutants of 1 problems; 1 likely equivalent" in text
+
+
+# ---------------------------------------------------------------- kill rule details, with a scripted sandbox
+
+
+class ScriptedSandbox(Sandbox):
+    """Answers run() from a script: (code under test, test id) -> (status, seconds); over the limit is a timeout.
+
+    No process is started, so the kill rule's bookkeeping is tested without wall-clock timing.
+    """
+
+    script: dict[tuple[str, str], tuple[str, float]] = {}
+    requests: list[tuple[str, str, float]] = []
+
+    def run(self, requests, coverage=False):  # noqa: ANN001, ANN201
+        out = []
+        for module, test_id in requests:
+            status, seconds = self.script.get((module.solution, test_id), ("passed", 0.01))
+            type(self).requests.append((module.solution, test_id, self.limits.timeout_s))
+            out.append(Ran("timeout", "over the limit", self.limits.timeout_s) if seconds > self.limits.timeout_s
+                       else Ran(status, "", seconds))
+        return out
+
+
+def _scripted(script: dict) -> type[ScriptedSandbox]:
+    return type("Scripted", (ScriptedSandbox,), {"script": script, "requests": []})
+
+
+def test_a_timeout_kills_only_when_the_fixed_run_was_well_under_the_limit():
+    # test_quick passes on the fixed code in 0.1 s; test_heavy in 6 s (so it meets mutants with the full 10 s)
+    fixed, loop_a, loop_b = "FIXED", "LOOP_A", "LOOP_B"
+    script = {(fixed, "test_heavy"): ("passed", 6.0), (fixed, "test_quick"): ("passed", 0.1),
+              (loop_a, "test_heavy"): ("passed", 99.0),  # over 10 s: a timeout, but 6 s is not under half of 10
+              (loop_b, "test_quick"): ("passed", 99.0)}  # over 2 s: a timeout after a 0.1 s fixed run
+    sandbox = _scripted(script)(workers=1)
+    f = ms.TestFile("src", ("test_heavy", "test_quick"), fixed, ((0, loop_a), (1, loop_b)))
+    run = ms.run_kills([f], sandbox, mutant_timeout_s=2.0)
+    fk = run.files[0]
+    assert fk.killed_by[1] == ("test_quick", "timeout")  # counted: the fixed run took 0.1 s of a 2 s limit
+    assert fk.killed_by[0] is None and fk.timeouts_not_kills == {0: 1, 1: 0}  # not a kill, and counted
+    assert ms.timeout_kills(0.99, 2.0) and not ms.timeout_kills(1.0, 2.0)
+
+
+def test_timeout_kills_are_stored_per_mutant_and_per_file():
+    fixed = GET_POSITIVE
+    script = {(MUTANTS[2][1], "test_mixed"): ("passed", 99.0), (MUTANTS[0][1], "test_mixed"): ("failed", 0.01)}
+    gen = pd.DataFrame({"task_id": ["Python/30"], "problem_idx": [30], "source": [STRONG],
+                        "test_ids": [["test_mixed", "test_empty"]], "n_tests": [2]})
+    muts = pd.DataFrame([{"task_id": "Python/30", "mutant_id": i, "operator": "x", "mutant_code": c,
+                          "likely_equivalent": eq} for i, c, eq in MUTANTS])
+    problems = pd.DataFrame({"task_id": ["Python/30"], "fixed_code": [fixed]}).set_index("task_id")
+    scores, kills, _ = ms.build_scores(gen, muts, problems, _scripted(script)(workers=1), mutant_timeout_s=1.0)
+    assert kills["killed_by_timeout"].tolist() == [False, False, True, False]
+    assert kills["killing_status"].fillna("-").tolist() == ["failed", "-", "timeout", "-"]
+    row = scores.iloc[0]
+    assert (row.n_killed, row.n_killed_by_timeout, row.n_timeouts_not_kills) == (2, 1, 0)
+    text = "\n".join(mr.section({"mutation_scores": scores.assign(condition="fixed_code", thinking="off"),
+                                 "mutants": muts}))
+    assert "Kills by timeout: 1 of 2 kills" in text and "Run cap per file (1,000 runs" in text
+    assert set(ms.SCORE_COLUMNS) - {"condition", "thinking"} == set(scores.columns)
+    assert set(ms.KILL_COLUMNS) - {"condition", "thinking"} == set(kills.columns)
+
+
+def test_run_cap_bounds_150_trivial_tests_against_6_mutants():
+    """Issue 15: 150 trivial tests from one answer gave 1,050 runs against 6 surviving mutants."""
+    ids = tuple(f"test_{i}" for i in range(150))
+    f = ms.TestFile("src", ids, "FIXED", tuple((m, f"M{m}") for m in range(6)))
+    uncapped = ms.run_kills([f], _scripted({})(workers=1), max_runs=None)
+    assert uncapped.runs == 150 + 6 * 150 == 1050
+    capped = ms.run_kills([f], _scripted({})(workers=1), max_runs=600)
+    fk = capped.files[0]
+    assert capped.runs <= 600 and fk.runs == 150 + 6 * 75  # k = (600 - 150) // 6 passing tests meet the mutants
+    assert fk.mutant_tests == list(ids[:75]) and fk.tests_capped == 75
+    assert fk.runs_dropped == 6 * 75 == uncapped.runs - capped.runs  # what the cap saved, exactly
+    assert ms.tests_for_mutants(150, 6, 150, 10) == 1  # every mutant still meets one test
+    assert ms.tests_for_mutants(5, 30, 5, 1000) == 5  # a real answer is not cut by the default
+    with pytest.raises(ValueError, match="EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE"):
+        ms.tests_for_mutants(5, 3, 5, 0)
+
+
+def test_run_cap_stored_and_reported():
+    ids = [f"test_{i}" for i in range(40)]
+    gen = pd.DataFrame({"task_id": ["Python/30"], "problem_idx": [30], "source": ["src"], "test_ids": [ids],
+                        "n_tests": [40]})
+    muts = pd.DataFrame([{"task_id": "Python/30", "mutant_id": i, "operator": "x", "mutant_code": f"M{i}",
+                          "likely_equivalent": False} for i in range(4)])
+    script = {(f"M{i}", "test_0"): ("failed", 0.01) for i in range(2)}  # two mutants die on the first test
+    problems = pd.DataFrame({"task_id": ["Python/30"], "fixed_code": ["FIXED"]}).set_index("task_id")
+    scores, _, run = ms.build_scores(gen, muts, problems, _scripted(script)(workers=1), max_runs=100)
+    row = scores.iloc[0]
+    assert (row.max_runs, row.n_tests_capped, row.runs_dropped) == (100, 25, 2 * 25)  # k = (100 - 40) // 4 = 15
+    assert row.runs == run.runs == 40 + 4 + 2 * 14 <= 100
+    text = "\n".join(mr.section({"mutation_scores": scores.assign(condition="buggy_code", thinking="off"),
+                                 "mutants": muts}))
+    assert "1 files capped (buggy_code|off: Python/30); 25 passing tests kept out of the mutant pass, 50 mutant " \
+           "runs left out" in text
+
+
+def _score_rows() -> pd.DataFrame:
+    """buggy_code estimable on Python/1 only; fixed_code on 1, 2 and 3; model_spec on 1 and 2."""
+    rows = [("buggy_code", "Python/1", 10, 2, 2), ("buggy_code", "Python/2", 10, 2, None),
+            ("fixed_code", "Python/1", 10, 2, 4), ("fixed_code", "Python/2", 10, 0, 10),
+            ("fixed_code", "Python/3", 5, 0, 5), ("model_spec", "Python/1", 10, 2, 8),
+            ("model_spec", "Python/2", 10, 0, 5)]
+    return pd.DataFrame([{"condition": c, "thinking": "off", "task_id": t, "n_mutants": n, "n_likely_equivalent": eq,
+                          "n_killed_non_equivalent": k or 0, "n_killed": k or 0, "n_tests": 3,
+                          "n_tests_passing_fixed": 0 if k is None else 2,
+                          "mutation_score": None if k is None else k / (n - eq)} for c, t, n, eq, k in rows])
+
+
+def test_same_files_score_beside_all_estimable(tmp_path):
+    scores = _score_rows()
+    assert mr.same_problems(scores) == {"off": {"Python/1"}}
+    summ = mr.summary(scores).set_index("condition")
+    assert summ.loc["fixed_code", "files_estimable"] == 3 and summ.loc["fixed_code", "files_same"] == 1
+    assert summ.loc["fixed_code", "pooled_score"] == pytest.approx(19 / 23)  # (4 + 10 + 5) / (8 + 10 + 5)
+    assert summ.loc["fixed_code", "pooled_same"] == pytest.approx(4 / 8)  # Python/1 only
+    assert summ.loc["buggy_code", "pooled_same"] == pytest.approx(2 / 8)
+    assert summ.loc["model_spec", "mean_same"] == pytest.approx(1.0)
+    # the printed SQL gives the same same-files numbers from stored rows
+    wh = Warehouse(tmp_path / "s.duckdb")
+    wh.replace_rows("mutation_scores", scores)
+    sql = wh.query_df(mr.SCORE_SQL.split(";")[1]).set_index("condition")
+    assert sql["files_same"].to_dict() == {"buggy_code": 1, "fixed_code": 1, "model_spec": 1}
+    for c in sql.index:
+        assert sql.loc[c, "pooled_same"] == pytest.approx(summ.loc[c, "pooled_same"])
+    text = "\n".join(mr.section({"mutation_scores": scores, "mutants": pd.DataFrame()}))
+    assert "same files" in text and "oracle-detectable mutants" in text and "not the textbook" in text
+    header = next(ln for ln in text.splitlines() if ln.startswith("| condition"))
+    assert "pooled (all estimable)" in header and "pooled (same files)" in header
 
 
 # ---------------------------------------------------------------- assets
@@ -262,6 +392,8 @@ def test_assets_materialize_mutants_and_a_partition(seeded_warehouse, monkeypatc
     from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
 
     monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30")
+    # 3 tests + 6 mutants x 1 test: only the first passing test meets the mutants (the setting reaches the asset)
+    monkeypatch.setenv("EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE", "9")
     wh = seeded_warehouse
     res = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()}
     assert materialize(with_stored([assets.mutants]), resources=res, instance=DagsterInstance.ephemeral()).success
@@ -285,4 +417,7 @@ def test_assets_materialize_mutants_and_a_partition(seeded_warehouse, monkeypatc
     assert len(scores) == 1 and scores["n_mutants"][0] == 6 and scores["n_tests_passing_fixed"][0] == 2
     # STRONG keeps [2] from [-1, 0, 2]: only `e > 1` (0 -> 1) survives it
     assert scores["n_killed"][0] == 5 and scores["mutation_score"][0] == pytest.approx(5 / 6)
+    # the cap kept test_empty away from the mutants: 9 runs, not 10 (one survivor x one test left out)
+    assert (scores["max_runs"][0], scores["n_tests_capped"][0], scores["runs_dropped"][0], scores["runs"][0]) == \
+        (9, 1, 1, 9)
     assert len(wh.read_table("mutant_kills")) == 6

@@ -53,21 +53,37 @@ def test_direction(diff, n_a, n_b, expected):
     assert rp.direction(diff, n_a, n_b) == expected
 
 
-@pytest.mark.parametrize("this, published, expected", [
-    ("+", "+", "agrees"), ("−", "-", "agrees"), ("+", "-", "disagrees"), ("−", "+", "disagrees"),
-    ("+", None, "not reported"), ("not estimable", "+", "not estimable"), ("no direction", "-", "no direction"),
+@pytest.mark.parametrize("this, published, ci, expected", [
+    ("+", "+", (0.01, 0.2), "agrees"), ("−", "-", (-0.2, -0.01), "agrees"), ("+", "-", (0.01, 0.2), "disagrees"),
+    ("−", "+", (-0.2, -0.01), "disagrees"), ("+", None, (0.01, 0.2), "not reported"),
+    ("not estimable", "+", (None, None), "not estimable"), ("no direction", "-", (0.0, 0.0), "inconclusive"),
+    # the interval decides, not the point estimate's sign: one that includes 0 (or touches it) is inconclusive
+    ("−", "+", (-0.188, 0.0), "inconclusive"), ("+", "+", (-0.01, 0.3), "inconclusive"),
+    ("−", "-", (None, None), "inconclusive"), ("+", "+", (float("nan"), 0.3), "inconclusive"),
 ])
-def test_agreement(this, published, expected):
-    assert rp.agreement(this, published) == expected
+def test_agreement_needs_an_interval_that_excludes_zero(this, published, ci, expected):
+    assert rp.agreement(this, published, *ci) == expected
+
+
+def test_demo_c4_with_an_interval_touching_zero_is_inconclusive_and_shows_the_interval():
+    boot = pd.DataFrame([{"thinking": "off", "metric": "effective_rate", "condition_a": "model_spec",
+                          "condition_b": "buggy_code", "rate_a": 0.0, "rate_b": 0.094, "estimate": -0.094,
+                          "ci_low": -0.188, "ci_high": 0.0, "n_tests_a": 3, "n_tests_b": 12}])
+    row = rp.comparison_rows(rp.load_published(), {"bootstrap_comparisons": boot}).set_index("id").loc["C4"]
+    assert row["this run direction"] == "−"
+    assert row["vs paper"] == "inconclusive"
+    assert row["this run difference [98.75 % CI]"] == "-9.4 [-18.8, +0.0]"
 
 
 def _frames() -> dict[str, pd.DataFrame]:
     boot = pd.DataFrame([
         # C1: buggy misleading above fixed (agrees with both); C2: a tie; C3: model_spec had no tests
         {"thinking": "off", "metric": "misleading_rate", "condition_a": "buggy_code", "condition_b": "fixed_code",
-         "rate_a": 0.20, "rate_b": 0.05, "estimate": 0.15, "n_tests_a": 100, "n_tests_b": 80},
+         "rate_a": 0.20, "rate_b": 0.05, "estimate": 0.15, "ci_low": 0.05, "ci_high": 0.25,
+         "n_tests_a": 100, "n_tests_b": 80},
         {"thinking": "off", "metric": "effective_rate", "condition_a": "buggy_code", "condition_b": "fixed_code",
-         "rate_a": 0.10, "rate_b": 0.10, "estimate": 0.0, "n_tests_a": 100, "n_tests_b": 80},
+         "rate_a": 0.10, "rate_b": 0.10, "estimate": 0.0, "ci_low": -0.05, "ci_high": 0.05,
+         "n_tests_a": 100, "n_tests_b": 80},
         {"thinking": "off", "metric": "misleading_rate", "condition_a": "model_spec", "condition_b": "buggy_code",
          "rate_a": 0.0, "rate_b": 0.20, "estimate": -0.20, "n_tests_a": 0, "n_tests_b": 100},
         {"thinking": "on", "metric": "misleading_rate", "condition_a": "buggy_code", "condition_b": "fixed_code",
@@ -92,13 +108,20 @@ def test_directions_from_stored_rows():
     assert rows.loc["C1", "vs paper"] == "agrees" and rows.loc["C1", "vs published run"] == "agrees"
     assert rows.loc["C1", "this run (a vs b)"] == "20.0 % vs 5.0 %"
     assert rows.loc["C1", "published run direction"] == "+ (inferred)"
-    assert rows.loc["C2", "this run direction"] == "no direction" and rows.loc["C2", "vs paper"] == "no direction"
+    assert rows.loc["C1", "this run difference [98.75 % CI]"] == "+15.0 [+5.0, +25.0]"
+    assert rows.loc["C2", "this run direction"] == "no direction" and rows.loc["C2", "vs paper"] == "inconclusive"
     assert rows.loc["C3", "this run direction"] == "not estimable" and rows.loc["C3", "vs paper"] == "not estimable"
     assert rows.loc["C4", "this run direction"] == "not estimable"  # no stored row
     assert rows.loc["C5", "this run direction"] == "−"  # on − off
-    assert rows.loc["C5", "vs paper"] == "disagrees" and rows.loc["C5", "vs published run"] == "disagrees"
+    assert rows.loc["C5", "vs paper"] == "disagrees (vs an unpaired average)"
+    assert rows.loc["C5", "vs published run"] == "disagrees"
+    # the paper's thinking on vs off is an unpaired average over different models: marked; C1's is not
+    assert rows.loc["C5", "paper (a vs b)"] == f"4.6 % vs 2.9 % ({rp.UNPAIRED})"
+    assert rows.loc["C1", "paper (a vs b)"] == "3.8 % vs 0.5 %" and rows.loc["C1", "vs paper"] == "agrees"
     assert rows.loc["C6", "vs paper"] == "not reported"
-    assert rows.loc["C8", "this run direction"] == "−" and rows.loc["C8", "vs published run"] == "agrees"
+    # condition_rates stores no interval: a direction, but no verdict
+    assert rows.loc["C8", "this run direction"] == "−" and rows.loc["C8", "vs published run"] == "inconclusive"
+    assert rows.loc["C8", "this run difference [98.75 % CI]"] == "-15.0 (no interval stored)"
     figs = rp.figure_rows(rp.load_published(), _frames()).set_index("id")
     assert figs.loc["F2", "this run"] == "3/5" and figs.loc["F2", "published"] == "81/164"
     assert figs.loc["F4", "this run"] == "20.0 %" and figs.loc["F1", "this run"] == "no stored row"
@@ -129,5 +152,6 @@ def test_section_registered_and_empty_frames_give_no_numbers_for_this_run(tmp_pa
 
 def test_section_with_rows_names_levels_not_compared():
     text = "\n".join(rp.section(_frames()))
-    assert "| C1 " in text and "agrees" in text and "disagrees" in text
-    assert "SELECT rate_a, rate_b, estimate, n_tests_a, n_tests_b FROM bootstrap_comparisons" in text
+    assert "| C1 " in text and "agrees" in text and "disagrees" in text and "inconclusive" in text
+    assert "interval excludes 0" in text and rp.UNPAIRED in text
+    assert "SELECT rate_a, rate_b, estimate, ci_low, ci_high, n_tests_a, n_tests_b FROM bootstrap_comparisons" in text

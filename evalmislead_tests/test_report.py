@@ -191,7 +191,33 @@ def test_method_notes_from_stored_rows(wh):
         assert status in notes
     assert "1 problem excluded by validation (Python/7)" in notes
     assert "3 local re-definitions of the code under test removed from 2 test files" in notes
+    assert "`import:added`: 0 test files" in notes and "`truncated_fence:trimmed`: 0 test files" in notes
     assert "1 server error" in notes and "answers" in notes
     assert "empty model specs: 1 of 2 (thinking off), 1 of 1 (thinking on)" in notes
     # statuses as stored, per version
     assert "buggy: 5 passed, 6 failed" in notes
+
+
+def test_method_notes_name_every_extraction_repair_kind_with_its_file_count(wh):
+    store(wh)
+    wh.execute("UPDATE generated_tests SET extraction = 'fence:python;import:main->solution;import:added' "
+               "WHERE condition = 'buggy_code' AND task_id = 'Python/30'")
+    wh.execute("UPDATE generated_tests SET extraction = 'fence:python;truncated_fence:trimmed;import:added' "
+               "WHERE condition = 'buggy_code' AND task_id = 'Python/1'")
+    wh.execute("UPDATE generated_tests SET extraction = 'fence:markdown>python x2;dropped_blocks:1;only_block:2;"
+               "truncated_fence;removed_local_def:get_positive;brand_new_step:3' "
+               "WHERE condition = 'fixed_code' AND task_id = 'Python/30'")
+    wh.execute("UPDATE generated_tests SET extraction = 'no_fence:trimmed;no_test_functions' "
+               "WHERE condition = 'fixed_code' AND task_id = 'Python/1'")
+    md = rp.build(rp.load_data(wh), an.load_plan()).markdown(rp.file_ref)
+    notes = md.split("## Method notes", 1)[1].split("\n## ", 1)[0]
+    assert "4 of 4 stored test files went through at least one before they ran" in notes
+    assert "`import:added`: 2 test files" in notes
+    assert "`import:NAME->solution`: 1 test file:" in notes
+    assert "`truncated_fence:trimmed`: 1 test file:" in notes and "`truncated_fence`: 1 test file:" in notes
+    assert "`dropped_blocks:N`: 1 test file" in notes and "`only_block:N`: 1 test file" in notes
+    assert "`no_fence:trimmed`: 1 test file" in notes
+    assert "1 local re-definition of the code under test removed from 1 test file" in notes
+    # a step this note does not know is still listed, never dropped; a finding is not a repair
+    assert "`brand_new_step` (a step this note does not describe): 1 test file" in notes
+    assert "no_test_functions" not in notes

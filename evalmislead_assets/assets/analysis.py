@@ -10,13 +10,14 @@ import hashlib
 import time
 
 import pandas as pd
-from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, AssetIn, Failure, MaterializeResult, MetadataValue, Output, asset
 
 from evalmislead_assets import analysis as an
 from evalmislead_assets import settings
 from evalmislead_assets import report as rp
 from evalmislead_assets import spec_labels as sl
 from evalmislead_assets.conditions import CONDITION_NAMES, THINKING_MODES
+from evalmislead_assets.llm_errors import batch_errors_line
 from evalmislead_assets.resources import LLMResource, WarehouseResource
 
 GROUP = "analysis"
@@ -167,6 +168,11 @@ def spec_labels(
     sec = plan.section("spec_labels")
     specs = model_specs
     judged = sl.judge_specs(specs, problems, judge_llm, wh, log=context.log)
+    failed = judged[judged["judge_error"].fillna("").str.startswith("judge call failed")]
+    line = batch_errors_line("spec_labels (judge)", [str(t) for t in judged["task_id"]],
+                             [e if str(e or "").startswith("judge call failed") else None for e in judged["judge_error"]])
+    if line:  # a failing judge server is not a label: the step fails, good answers stay cached
+        raise Failure(description=line, metadata={"errors": len(failed)})
     path = settings.review_csv_path()
     added = sl.write_review_csv(
         path, sl.review_sample(specs, int(sec.get("review_sample_size", 20)), int(sec.get("review_seed", plan.seed))),

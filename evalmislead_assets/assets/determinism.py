@@ -19,6 +19,7 @@ from evalmislead_assets.assets.execution import (
     build_test_outcomes,
     make_sandbox,
 )
+from evalmislead_assets.llm_errors import batch_errors_line
 from evalmislead_assets.llm_types import LLMUnreachable
 from evalmislead_assets.resources import LLMResource, WarehouseResource
 from evalmislead_assets.sandbox import TEST_TIMEOUT_S
@@ -40,7 +41,8 @@ class ProbeConfig(Config):
 
 def _metadata(df: pd.DataFrame, frames: dict[str, pd.DataFrame], wall_s: float, requests_sent: int) -> dict:
     s = det.summarize(df)
-    sens = det.sensitivity(df, frames.get("bootstrap_comparisons", pd.DataFrame()))
+    sens = det.sensitivity(df, frames.get("bootstrap_comparisons", pd.DataFrame()), frames.get("test_outcomes"),
+                           frames.get("test_generations"), frames.get("truncation_matched_subset"))
     return {
         "n": s.n,
         "requests_drawn": s.drawn,
@@ -59,8 +61,11 @@ def _metadata(df: pd.DataFrame, frames: dict[str, pd.DataFrame], wall_s: float, 
 @asset(
     group_name="reproducibility",
     ins={"test_generations": AssetIn(metadata={"columns": _GENERATION_COLUMNS}), "problems": PROBLEMS_IN,
-         # the stored comparisons, for how far each estimate moves (empty until analysed)
-         "bootstrap_comparisons": AssetIn()},
+         # the stored comparisons, for how far each estimate moves (empty until analysed), with the stored
+         # outcomes they were computed from and the thinking-on comparisons' problem set
+         "bootstrap_comparisons": AssetIn(),
+         "test_outcomes": AssetIn(metadata={"columns": ["condition", "thinking", "task_id", "outcome"]}),
+         "truncation_matched_subset": AssetIn(metadata={"columns": ["task_id", "in_subset"]})},
     description="Run-to-run noise: a seeded sample of stored test-generation requests re-sent with the response "
                 "cache bypassed (EVALMISLEAD_PROBE_N, default 20), scored like the originals; shares of byte-identical "
                 "answers and of answers whose tests score identically.",
@@ -68,6 +73,7 @@ def _metadata(df: pd.DataFrame, frames: dict[str, pd.DataFrame], wall_s: float, 
 def determinism_probe(
     context: AssetExecutionContext, config: ProbeConfig, warehouse: WarehouseResource, llm: LLMResource,
     test_generations: pd.DataFrame, problems: pd.DataFrame, bootstrap_comparisons: pd.DataFrame,
+    test_outcomes: pd.DataFrame, truncation_matched_subset: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
     wh = warehouse.get()  # the probe's answers go to llm_calls as they arrive (never to llm_cache)
     start = time.monotonic()
@@ -83,15 +89,19 @@ def determinism_probe(
         results, stats = llm.run_batch_with_stats(wh, det.probe_requests(drawn), log=context.log, bypass_cache=True)
     except LLMUnreachable as exc:
         raise Failure(description=str(exc)) from None
+    line = batch_errors_line("determinism_probe", [str(t) for t in drawn["task_id"]], [r.error for r in results])
+    if line:  # an error is not a re-generated answer: the probe would measure the server's faults
+        raise Failure(description=line.split("; the ")[0] + "; re-run the probe once the server answers")
 
     frame = det.scoring_frame(drawn, results)
     by_key = det.problems_for(frame, drawn, problems.set_index("task_id"))
     sandbox = make_sandbox(ExecutionConfig(workers=config.workers, timeout_s=config.timeout_s))
-    generated = build_generated_tests(frame, by_key, sandbox)
+    generated = build_generated_tests(frame, by_key, sandbox, settings.max_tests_per_answer())
     outcomes = build_test_outcomes(generated, by_key, sandbox)
     df = det.build_rows(drawn, results, det.scored_tests(generated, outcomes), config.seed)
-    meta = _metadata(df, {"bootstrap_comparisons": bootstrap_comparisons}, time.monotonic() - start,
-                     stats.requests_sent)
+    stored = {"bootstrap_comparisons": bootstrap_comparisons, "test_outcomes": test_outcomes,
+              "test_generations": test_generations, "truncation_matched_subset": truncation_matched_subset}
+    meta = _metadata(df, stored, time.monotonic() - start, stats.requests_sent)
     s = det.summarize(df)
     context.log.info(f"determinism_probe: {s.identical}/{s.n} identical text, {s.tests_identical}/{s.n} identical "
                      f"scoring, {s.errors} errors")

@@ -43,11 +43,14 @@ PROBLEM_COLUMNS = ["task_id", "problem_idx", "entry_point", "buggy_code", "fixed
 PROBLEMS_IN = AssetIn("problems", metadata={"columns": PROBLEM_COLUMNS})
 
 
-def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox) -> pd.DataFrame:
+def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox,
+                          max_tests: int = settings.DEFAULT_MAX_TESTS_PER_ANSWER) -> pd.DataFrame:
     """One row per generation: the extracted module, how it was found, and its collected test ids.
 
     ``generations`` has task_id, problem_idx, response_text, finish_reason, error; ``problems``
-    is indexed by task_id with entry_point, buggy_code, fixed_code.
+    is indexed by task_id with entry_point, buggy_code, fixed_code. Only ids collected against
+    both versions are tests (the others go to ``one_version_ids``); of those, the first
+    ``max_tests`` in file order are scored and the rest counted in ``n_tests_over_cap``.
     """
     rows: list[dict[str, Any]] = []
     requests: list[CollectRequest] = []
@@ -55,6 +58,7 @@ def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, san
         row: dict[str, Any] = {
             "task_id": g.task_id, "problem_idx": _int(g.problem_idx), "source": None, "extraction": "none",
             "import_ok": False, "n_tests": 0, "test_ids": [], "error": None, "finish_reason": _str(g.finish_reason),
+            "one_version_ids": [], "n_tests_over_cap": 0, "max_tests": max_tests,
         }
         truncated = " (answer truncated at the token cap)" if row["finish_reason"] == "length" else ""
         problem = problems.loc[g.task_id] if g.task_id in problems.index else None
@@ -77,15 +81,26 @@ def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, san
     for row, found in zip(rows, collected):
         if row["source"] is None:
             continue
-        row["import_ok"], row["n_tests"], row["test_ids"] = found.import_ok, found.n_tests, list(found.test_ids)
-        row["error"] = found.error
+        kept, over = cap_tests(list(found.test_ids), max_tests)
+        row["import_ok"], row["n_tests"], row["test_ids"] = found.import_ok, len(kept), kept
+        row["n_tests_over_cap"] = over
+        row["error"], row["one_version_ids"] = found.error, list(found.one_version_ids)
     columns = ["task_id", "problem_idx", "source", "extraction", "import_ok", "n_tests", "test_ids", "error",
-               "finish_reason"]
+               "finish_reason", "one_version_ids", "n_tests_over_cap", "max_tests"]
     df = pd.DataFrame(rows, columns=columns)
     df["problem_idx"] = df["problem_idx"].astype("Int32")
     df["n_tests"] = df["n_tests"].astype("int32")
+    df["n_tests_over_cap"] = df["n_tests_over_cap"].astype("int32")
+    df["max_tests"] = df["max_tests"].astype("int32")
     df["import_ok"] = df["import_ok"].astype(bool)
     return df
+
+
+def cap_tests(test_ids: list[str], max_tests: int) -> tuple[list[str], int]:
+    """(the first ``max_tests`` ids in file order, how many were cut): the study's work cap per answer."""
+    if max_tests < 1:
+        raise ValueError(f"max_tests={max_tests}: set EVALMISLEAD_MAX_TESTS_PER_ANSWER to at least 1")
+    return test_ids[:max_tests], max(0, len(test_ids) - max_tests)
 
 
 def build_test_outcomes(generated: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox) -> pd.DataFrame:
@@ -146,7 +161,9 @@ def _md_table(counts: dict[str, Any], header: tuple[str, str]) -> str:
         "columns": ["task_id", "problem_idx", "response_text", "finish_reason", "error"], "order_by": "problem_idx"}),
         "problems": PROBLEMS_IN},
     description="Test module extracted from each answer (fences, nested fences, no fence; import normalised where "
-                "unambiguous) and its test ids as pytest collects them; unimportable files have zero tests and a reason.",
+                "unambiguous) and its test ids as pytest collects them; unimportable files have zero tests and a "
+                "reason. Only ids collected against both versions are tests, at most EVALMISLEAD_MAX_TESTS_PER_ANSWER "
+                "per answer.",
 )
 def generated_tests(
     context: AssetExecutionContext, config: ExecutionConfig, test_generations: pd.DataFrame, problems: pd.DataFrame
@@ -156,8 +173,9 @@ def generated_tests(
     if generations.empty:
         context.log.warning(f"test_generations has no rows for {condition}|{thinking}; materialize it first")
     sandbox = make_sandbox(config)
+    max_tests = settings.max_tests_per_answer()
     start = time.monotonic()
-    df = build_generated_tests(generations, problems.set_index("task_id"), sandbox)
+    df = build_generated_tests(generations, problems.set_index("task_id"), sandbox, max_tests)
     wall = time.monotonic() - start
     warn_if_degraded(context, sandbox)
     has_source = df["source"].notna()
@@ -172,6 +190,10 @@ def generated_tests(
         "import_normalised": int(df["extraction"].str.contains("import:|removed_local_def:", regex=True).sum()),
         "truncated": int(truncated.sum()),
         "truncated_zero_tests": int((truncated & (df["n_tests"] == 0)).sum()),
+        "one_version_ids": int(df["one_version_ids"].map(len).sum()),
+        "files_over_test_cap": int((df["n_tests_over_cap"] > 0).sum()),
+        "tests_over_cap": int(df["n_tests_over_cap"].sum()),
+        "max_tests_per_answer": max_tests,
         "extraction": MetadataValue.md(_md_table(how, ("how", "answers"))),
         "sandbox": isolation_note(sandbox.isolation),
         "wall_s": round(wall, 2),

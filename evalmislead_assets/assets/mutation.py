@@ -18,7 +18,7 @@ from dagster import (
     asset_check,
 )
 
-from evalmislead_assets import mutation
+from evalmislead_assets import mutation, mutation_report, settings
 from evalmislead_assets import mutation_scoring as ms
 from evalmislead_assets.assets.problems import STUDY_PROBLEM_INS
 from evalmislead_assets.assets.execution import ExecutionConfig, isolation_note, make_sandbox
@@ -30,6 +30,7 @@ from evalmislead_assets.validation import ORACLE_TIMEOUT_S
 
 GROUP = "mutation"
 CODE_VERSION = f"{mutation.MUTATOR_VERSION}+cap{mutation.MAX_MUTANTS_PER_PROBLEM}+seed{mutation.SAMPLE_SEED}"
+SCORES_CODE_VERSION = CODE_VERSION + "+timeout-kill-half+run-cap"  # the kill rule of mutation_scoring
 
 
 class MutantsConfig(Config):
@@ -46,7 +47,8 @@ class MutationConfig(Config):
 
     workers: Optional[int] = None  # parallel zygotes; None: EVALMISLEAD_SANDBOX_WORKERS or the number of CPUs
     timeout_s: float = TEST_TIMEOUT_S  # per test against the fixed version (and slow tests against mutants)
-    mutant_timeout_s: float = ms.MUTANT_TIMEOUT_S  # per test against a mutant; over it counts as a kill
+    mutant_timeout_s: float = ms.MUTANT_TIMEOUT_S  # per test against a mutant; over it is a kill if the fixed run
+    # took under half the limit. Runs per file: EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE (settings).
 
 
 @asset(
@@ -93,10 +95,11 @@ def mutants(
             "columns": ["task_id", "mutant_id", "operator", "mutant_code", "likely_equivalent"],
             "order_by": "task_id, mutant_id"}),
         "problems": AssetIn(metadata={"columns": ["task_id", "fixed_code"]})},
-    code_version=CODE_VERSION,
+    code_version=SCORES_CODE_VERSION,
     description="Per generated test file: its passing tests (on the fixed version) run against every mutant of "
-                "its problem in the sandbox; killed mutants and the mutation score (killed non-equivalent / "
-                "non-equivalent; NULL when not estimable). Per-mutant rows in mutant_kills.",
+                "its problem in the sandbox (at most EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE runs per file); killed "
+                "mutants (a timeout kills only when the fixed run took under half the limit) and the mutation score "
+                "(killed / oracle-detectable mutants; NULL when not estimable). Per-mutant rows in mutant_kills.",
 )
 def mutation_scores(
     context: AssetExecutionContext, config: MutationConfig, warehouse: WarehouseResource,
@@ -113,13 +116,14 @@ def mutation_scores(
     if without:
         context.log.warning(f"{len(without)} problems have no stored mutants (materialize mutants): {without[:10]}")
     sandbox = make_sandbox(ExecutionConfig(workers=config.workers, timeout_s=config.timeout_s))
+    max_runs = settings.max_mutation_runs_per_file()
     start = time.monotonic()
-    scores, kills, run = ms.build_scores(generated, muts, problems, sandbox, config.mutant_timeout_s)
+    scores, kills, run = ms.build_scores(generated, muts, problems, sandbox, config.mutant_timeout_s, max_runs)
     wall = time.monotonic() - start
     where = {"condition": condition, "thinking": thinking}
     # mutant_kills through the warehouse; mutation_scores itself through the IO manager
     wh.replace_rows("mutant_kills", kills.assign(**where), where=where)
-    summ = ms.summary(scores.assign(**where))
+    summ = mutation_report.summary(scores.assign(**where))
     first = summ.iloc[0] if len(summ) else None
     return Output(scores.assign(**where), metadata={
         "files": len(scores),
@@ -130,6 +134,11 @@ def mutation_scores(
         "mutant_runs": len(kills),
         "test_runs": run.runs,
         "files_without_mutants": MetadataValue.json(without),
+        "kills_by_timeout": int(scores["n_killed_by_timeout"].sum()),
+        "timeouts_not_kills": int(scores["n_timeouts_not_kills"].sum()),
+        "max_runs_per_file": max_runs,
+        "files_run_capped": MetadataValue.json(scores.loc[scores["n_tests_capped"] > 0, "task_id"].tolist()),
+        "runs_dropped_by_cap": int(scores["runs_dropped"].sum()),
         "sandbox": isolation_note(run.isolation),
         "wall_s": round(wall, 2),
         "runs_per_s": round(run.runs / wall, 1) if wall > 0 and run.runs else 0.0,
