@@ -18,7 +18,7 @@ import time
 import numpy as np
 from scipy import stats
 
-from evalmislead_assets import statistics as st
+from evalmislead_assets.analysis import bootstrap as st
 
 
 def data(n: int, seed: int = 0) -> dict[str, np.ndarray]:

@@ -23,8 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _corpus import children_cpu, corpus, drop_endless, version_runs  # noqa: E402
 
-from evalmislead_assets import coverage_measure as cm  # noqa: E402
-from evalmislead_assets.sandbox import Limits, Module, Sandbox  # noqa: E402
+from evalmislead_assets.sandbox import coverage_probe as cm  # noqa: E402
+from evalmislead_assets.sandbox.host import Limits, Module, Sandbox  # noqa: E402
 from evalmislead_assets.settings import parse_problem_list  # noqa: E402
 
 

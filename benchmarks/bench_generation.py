@@ -21,11 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from evalmislead_assets import prompts, server
-from evalmislead_assets.llm_client import ChatClient
-from evalmislead_assets.llm_types import ChatRequest
-from evalmislead_assets.problems import load_problems
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.llm import prompts
+from evalmislead_assets.llm import llama_server as server
+from evalmislead_assets.llm.client import ChatClient
+from evalmislead_assets.llm.types import ChatRequest
+from evalmislead_assets.study.problems import load_problems
+from evalmislead_assets.store.database import Warehouse
 
 
 def requests_for(n: int, max_tokens: int) -> list[ChatRequest]:

@@ -4,7 +4,7 @@
 
 Corpus: for each HumanEvalPack problem in the range, the test file of bench_sandbox.py (_corpus.py: the dataset's own
 check() asserts as one test function each, `from solution import f`), cut to --max-tests tests, and up to
---max-mutants mutants of the fixed function (evalmislead_assets.mutation, seeded sample). Only tests that
+--max-mutants mutants of the fixed function (evalmislead_assets.mutation.mutator, seeded sample). Only tests that
 pass on the fixed version take part (the kill rule of mutation_scoring). A "run" is one test against one
 mutant. Runs that hit a 2 s limit in a first pass are left out (an endless mutant costs the limit in both
 runners and says nothing about start-up). Both runners get the same runs, files, scrubbed environment and
@@ -29,9 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import children_cpu, corpus, dataset_rows, run_naive  # noqa: E402
 
-from evalmislead_assets import mutation  # noqa: E402
-from evalmislead_assets import mutation_scoring as ms  # noqa: E402
-from evalmislead_assets.sandbox import Limits, Module, Sandbox  # noqa: E402
+from evalmislead_assets.mutation import mutator as mutation  # noqa: E402
+from evalmislead_assets.mutation import scoring as ms  # noqa: E402
+from evalmislead_assets.sandbox.host import Limits, Module, Sandbox  # noqa: E402
 from evalmislead_assets.settings import DEFAULT_MAX_MUTATION_RUNS_PER_FILE, parse_problem_list  # noqa: E402
 
 PRIMARY_FILES = 3

@@ -23,7 +23,7 @@ import time
 
 from _corpus import children_cpu, corpus, drop_endless, run_naive, version_runs
 
-from evalmislead_assets.sandbox import Limits, Module, Sandbox
+from evalmislead_assets.sandbox.host import Limits, Module, Sandbox
 from evalmislead_assets.settings import parse_problem_list
 
 

@@ -53,7 +53,9 @@ def check_db_path(path: Path) -> None:
 
 def check_input_files() -> None:
     """The analysis plan, its keyword file and (when present) the review CSV parse; each loader names its file."""
-    from evalmislead_assets import analysis_base, analysis_secondary, spec_labels
+    from evalmislead_assets.analysis import plan as analysis_base
+    from evalmislead_assets.analysis import secondary as analysis_secondary
+    from evalmislead_assets.analysis import spec_labels
 
     plan = analysis_base.load_plan()
     analysis_secondary.load_keywords(analysis_secondary.keywords_path(plan))

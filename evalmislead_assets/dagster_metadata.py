@@ -1,15 +1,15 @@
-"""Dagster metadata from the static table registry (schema.py), for asset definitions and the IO manager.
+"""Dagster metadata from the static table registry (store/schema.py), for asset definitions and the IO manager.
 
 ``column_schema_metadata("generated_tests")`` -> ``{"dagster/column_schema": TableSchema(...)}``: put it
 into an asset's ``metadata=`` (definition time) or an output's metadata, and the UI shows the table's
-columns, types and descriptions. schema.py itself stays free of Dagster.
+columns, types and descriptions. store/schema.py itself stays free of Dagster.
 """
 
 from __future__ import annotations
 
 from dagster import TableColumn, TableColumnConstraints, TableSchema
 
-from evalmislead_assets import schema
+from evalmislead_assets.store import schema
 
 COLUMN_SCHEMA_KEY = "dagster/column_schema"
 

@@ -19,7 +19,8 @@ from evalmislead_assets.assets import generation as generation_assets
 from evalmislead_assets.assets import mutation as mutation_assets
 from evalmislead_assets.assets import problems as problems_assets
 from evalmislead_assets.jobs import JOBS
-from evalmislead_assets import schema, settings
+from evalmislead_assets import settings
+from evalmislead_assets.store import schema
 from evalmislead_assets.dagster_metadata import column_schema_metadata
 from evalmislead_assets.resources import EmbeddedServerResource, LLMResource, WarehouseIOManager, WarehouseResource
 
@@ -32,7 +33,7 @@ embedded_server = EmbeddedServerResource.configure_at_launch()
 
 
 def _with_column_schema(spec: AssetSpec) -> AssetSpec:
-    """The UI shows each table asset's columns, types and descriptions from the one registry (schema.py)."""
+    """The UI shows each table asset's columns, types and descriptions from the one registry (store/schema.py)."""
     table = spec.key.path[-1]
     return spec.merge_attributes(metadata=column_schema_metadata(table)) if table in schema.TABLES else spec
 

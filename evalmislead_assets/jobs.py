@@ -7,7 +7,7 @@ it selects; `Definitions` resolves the selections and infers each job's partitio
 
 from dagster import AssetSelection, define_asset_job, in_process_executor
 
-from evalmislead_assets.conditions import CONDITION_NAMES, THINKING_MODES
+from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.partitions import partition_key
 
 # The generation-to-outcome chain, in dependency order.

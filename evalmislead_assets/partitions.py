@@ -1,10 +1,10 @@
-"""The condition x thinking partitions (the conditions themselves: conditions.py)."""
+"""The condition x thinking partitions (the conditions themselves: study/conditions.py)."""
 
 from __future__ import annotations
 
 from dagster import MultiPartitionKey, MultiPartitionsDefinition, StaticPartitionsDefinition
 
-from evalmislead_assets.conditions import CONDITION_NAMES, THINKING_MODES
+from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 
 condition_partitions = StaticPartitionsDefinition(CONDITION_NAMES)
 thinking_partitions = StaticPartitionsDefinition(THINKING_MODES)

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pandas as pd
 import pytest
 
-from evalmislead_assets.server import EmbeddedServer, smollm2_model
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.llm.llama_server import EmbeddedServer, smollm2_model
+from evalmislead_assets.store.database import Warehouse
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +32,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def problems_df(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     """The 164 problems as loaded by the problems asset (parsed once per session)."""
-    from evalmislead_assets.problems import load_problems
+    from evalmislead_assets.study.problems import load_problems
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EVALMISLEAD_HOME", str(tmp_path_factory.mktemp("evalmislead-home")))

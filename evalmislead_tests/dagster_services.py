@@ -20,8 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalmislead_assets.processes import signal_group
-from evalmislead_assets.webserver_client import WebserverClient, WebserverError
+from evalmislead_assets.sandbox.processes import signal_group
+from evalmislead_assets.cli.webserver_client import WebserverClient, WebserverError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -214,7 +214,7 @@ def materialize_thinking_mode(
 
     from evalmislead_assets.definitions import defs
     from evalmislead_assets.jobs import CHAIN_ASSETS
-    from evalmislead_assets.conditions import CONDITION_NAMES
+    from evalmislead_assets.study.conditions import CONDITION_NAMES
     from evalmislead_assets.partitions import partition_key
 
     graph = defs.resolve_asset_graph()

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evalmislead_assets import sandbox_isolation as si
+from evalmislead_assets.sandbox import isolation as si
 
 NOBODY = 65534
 REPO = Path(__file__).resolve().parents[1]

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalmislead_assets import mutation_scoring
-from evalmislead_assets.sandbox import Limits, Module, Sandbox
+from evalmislead_assets.mutation import scoring as mutation_scoring
+from evalmislead_assets.sandbox.host import Limits, Module, Sandbox
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 BUGGY = "def get_positive(l):\n    return [e for e in l if e < 0]\n"

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalmislead_assets import analysis as an
+from evalmislead_assets.analysis import rates as an
 from evalmislead_assets.settings import ConfigError
 
 M, E, BP, BF = "misleading", "effective", "both_pass", "both_fail"
@@ -257,7 +257,7 @@ def test_plan_file_is_valid_and_hash_is_of_its_bytes(plan, tmp_path):
 
 
 def test_views_answer_common_questions_in_one_line(tmp_path):
-    from evalmislead_assets.storage import Warehouse
+    from evalmislead_assets.store.database import Warehouse
 
     wh = Warehouse(tmp_path / "v.duckdb")
     outcomes, gens, gt = tables()
@@ -283,8 +283,8 @@ def test_views_answer_common_questions_in_one_line(tmp_path):
 
 def test_counts_of_answers_that_never_reached_collection_are_separate(plan):
     """No code, server error and empty model spec are zero-test answers, not unimportable files."""
-    from evalmislead_assets.collection import merge
-    from evalmislead_assets.sandbox import Collected
+    from evalmislead_assets.execution.collection import merge
+    from evalmislead_assets.sandbox.host import Collected
 
     one_version = merge(Collected(["test_a"], None, 0.0), Collected([], "AssertionError: at import", 0.0)).error
     study = {("model_spec", "off"): {0: ([M], "stop", True), 1: ([], "stop", None), 2: ([], "length", None),

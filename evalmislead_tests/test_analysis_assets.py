@@ -5,11 +5,11 @@ import pandas as pd
 import pytest
 from dagster import materialize
 
-from evalmislead_assets import analysis as an
+from evalmislead_assets.analysis import rates as an
 from evalmislead_assets.assets import analysis as assets
-from evalmislead_assets.llm_types import ChatResult
+from evalmislead_assets.llm.types import ChatResult
 from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.stored import with_stored
 
 CELLS = ["misleading", "effective", "both_pass", "both_fail"]
@@ -124,8 +124,8 @@ def test_condition_rates_and_bootstrap_from_stored_rows(wh):
 
 def test_condition_rates_asset_counts_only_files_with_code_as_unimportable(wh):
     """Issue 10: answers without code are not unimportable files; one-version collection is counted."""
-    from evalmislead_assets.collection import merge
-    from evalmislead_assets.sandbox import Collected
+    from evalmislead_assets.execution.collection import merge
+    from evalmislead_assets.sandbox.host import Collected
 
     store_upstream(wh, modes=("off",), n_problems=10)
     wh.execute("UPDATE generated_tests SET source = NULL, error = 'no code found in the answer' WHERE n_tests = 0")

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from evalmislead_assets import collection_report, settings
+from evalmislead_assets import settings
+from evalmislead_assets.report.sections import collected_not_scored as collection_report
 from evalmislead_assets.assets.execution import build_generated_tests, build_test_outcomes, cap_tests
-from evalmislead_assets.report_sections import sections
-from evalmislead_assets.sandbox import Sandbox
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.report.section_list import sections
+from evalmislead_assets.sandbox.host import Sandbox
+from evalmislead_assets.store.database import Warehouse
 
 BUGGY = "def f(x):\n    return x + 1\n"
 FIXED = "def f(x):\n    return x\n"

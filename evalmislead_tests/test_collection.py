@@ -3,8 +3,8 @@ unimportable or uncollectable files count zero tests with a stored reason."""
 
 import pytest
 
-from evalmislead_assets.collection import CollectRequest, collect_modules, is_one_version_error, merge
-from evalmislead_assets.sandbox import Collected, Limits, Sandbox
+from evalmislead_assets.execution.collection import CollectRequest, collect_modules, is_one_version_error, merge
+from evalmislead_assets.sandbox.host import Collected, Limits, Sandbox
 
 BUGGY = "def get_positive(l):\n    return [e for e in l if e < 0]\n"
 FIXED = "def get_positive(l):\n    return [e for e in l if e > 0]\n"

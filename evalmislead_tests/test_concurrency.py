@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 
 WRITER = textwrap.dedent("""
     import json, sys, time
     import pandas as pd
-    from evalmislead_assets.storage import Warehouse
+    from evalmislead_assets.store.database import Warehouse
     db, condition, n_writes, start_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     wh = Warehouse(db, lock_timeout_s=120)
     time.sleep(max(start_at - time.time(), 0))

@@ -13,9 +13,10 @@ import pandas as pd
 import pytest
 from dagster import DagsterInstance, asset, materialize
 
-from evalmislead_assets import analysis_base, config_check, settings
-from evalmislead_assets import spec_labels as sl
-from evalmislead_assets.analysis_mentions import load_keywords
+from evalmislead_assets import config_check, settings
+from evalmislead_assets.analysis import plan as analysis_base
+from evalmislead_assets.analysis import spec_labels as sl
+from evalmislead_assets.analysis.reasoning_mentions import load_keywords
 from evalmislead_assets.resources import WarehouseIOManager
 from evalmislead_assets.settings import ConfigError
 

@@ -10,10 +10,10 @@ import duckdb
 import pandas as pd
 import pytest
 
-from evalmislead_assets import coverage_analysis as ca
-from evalmislead_assets import coverage_measure as cm
-from evalmislead_assets import coverage_report
-from evalmislead_assets.sandbox import Limits, Module, Sandbox
+from evalmislead_assets.analysis import coverage as ca
+from evalmislead_assets.sandbox import coverage_probe as cm
+from evalmislead_assets.report.sections import coverage as coverage_report
+from evalmislead_assets.sandbox.host import Limits, Module, Sandbox
 from evalmislead_tests.stored import with_stored
 
 # statements: the `if` (2) and both returns (3, 5); `else:` is not a statement; branches: 2->3, 2->5

@@ -8,15 +8,16 @@ import pandas as pd
 import pytest
 from dagster import DagsterInstance, materialize
 
-from evalmislead_assets import determinism as det
-from evalmislead_assets import report_sections
+from evalmislead_assets.analysis import determinism as det
+from evalmislead_assets.report.sections import determinism as determinism_section
+from evalmislead_assets.report import section_list as report_sections
 from evalmislead_assets.assets import determinism as probe_assets
 from evalmislead_assets.assets import generation
-from evalmislead_assets.hashing import sha256_text
-from evalmislead_assets.llm_types import ChatRequest, ChatResult, build_body, canonical_json
+from evalmislead_assets.store.hashing import sha256_text
+from evalmislead_assets.llm.types import ChatRequest, ChatResult, build_body, canonical_json
 from evalmislead_assets.partitions import partition_key
 from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.stored import with_stored
 
 
@@ -156,7 +157,7 @@ def test_no_stored_answer_means_not_run(seeded_warehouse) -> None:
     assert meta["status"].startswith("not run") and meta["n"] == 0
     assert meta["share_identical_text"] is None and meta["share_identical_scoring"] is None
     assert _count(seeded_warehouse, "determinism_probe") == 0 and _count(seeded_warehouse, "llm_calls") == 0
-    lines = "\n".join(det.section({"determinism_probe": seeded_warehouse.read_table("determinism_probe")}))
+    lines = "\n".join(determinism_section.section({"determinism_probe": seeded_warehouse.read_table("determinism_probe")}))
     assert "has not run" in lines and "0.0" not in lines
 
 
@@ -223,7 +224,7 @@ def test_failed_probe_requests_are_left_out_of_the_shares() -> None:
     assert (s.drawn, s.n, s.errors, s.share_identical) == (2, 1, 1, 1.0)
     only_errors = det.build_rows(drawn.iloc[:1], [_result("", error="x")], {"0/orig": []}, 1)
     assert det.summarize(only_errors).share_identical is None
-    text = "\n".join(det.section({"determinism_probe": only_errors}))
+    text = "\n".join(determinism_section.section({"determinism_probe": only_errors}))
     assert "got no answer" in text and "0.0" not in text
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evalmislead_assets import embedded_model as em
-from evalmislead_assets import server
+from evalmislead_assets.llm import embedded_model as em
+from evalmislead_assets.llm import llama_server as server
 
 
 def test_slices_are_found_in_the_installed_packages_without_importing_them() -> None:

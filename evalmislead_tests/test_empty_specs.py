@@ -4,9 +4,9 @@ import pandas as pd
 import pytest
 from dagster import DagsterInstance, materialize
 
-from evalmislead_assets import analysis as an
+from evalmislead_assets.analysis import rates as an
 from evalmislead_assets.assets import generation
-from evalmislead_assets.llm_types import BatchStats, ChatResult
+from evalmislead_assets.llm.types import BatchStats, ChatResult
 from evalmislead_assets.partitions import partition_key
 from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
 from evalmislead_tests.stored import with_stored

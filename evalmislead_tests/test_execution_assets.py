@@ -9,7 +9,7 @@ from dagster import DagsterInstance, build_asset_check_context, materialize
 from evalmislead_assets.assets import execution
 from evalmislead_assets.partitions import partition_key
 from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.stored import with_stored
 from evalmislead_tests.test_scoring import WORKED_EXAMPLE as WORKED_TESTS
 

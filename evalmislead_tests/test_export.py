@@ -5,11 +5,11 @@ import json
 import pandas as pd
 import pytest
 
-from evalmislead_assets import export
-from evalmislead_assets.analysis import load_plan
+from evalmislead_assets.report import export
+from evalmislead_assets.analysis.rates import load_plan
 from evalmislead_assets.cli import main
 from evalmislead_assets.settings import ConfigError
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 
 SOURCE = "from solution import f\n\ndef test_one():\n    assert f(1) == 0\n"
 
@@ -84,7 +84,7 @@ def test_cli(db, tmp_path, capsys):
 def test_every_table_of_the_schema_is_exported(db, tmp_path):
     """Issue 15 item 13: the table list comes from the schema registry, so mutant_kills (and any table added
     later) is in the package; llm_cache only with --with-cache."""
-    from evalmislead_assets import schema
+    from evalmislead_assets.store import schema
 
     key = {"condition": "buggy_code", "thinking": "off"}
     Warehouse(db).replace_rows("mutant_kills", pd.DataFrame([

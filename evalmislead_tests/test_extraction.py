@@ -2,7 +2,7 @@
 
 import re
 
-from evalmislead_assets.extraction import code_blocks, defined_names, extract, normalise_imports, strip_reasoning
+from evalmislead_assets.execution.extraction import code_blocks, defined_names, extract, normalise_imports, strip_reasoning
 
 TESTS = '''import pytest
 from solution import get_positive
@@ -218,7 +218,7 @@ def test_import_inside_a_test_function_is_normalised_in_place() -> None:
 
 
 def test_runner_calls_and_main_blocks_are_removed_and_recorded_so_the_file_is_not_tampered() -> None:
-    from evalmislead_assets.sandbox_tamper import scan
+    from evalmislead_assets.sandbox.tamper_scan import scan
 
     body = ("import pytest\nfrom solution import get_positive\n\n"
             "def test_a():\n    assert get_positive([1]) == [1]\n\n"

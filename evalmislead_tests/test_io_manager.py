@@ -14,7 +14,7 @@ from dagster import AssetIn, AssetKey, DagsterInstance, MultiToSingleDimensionPa
 
 from evalmislead_assets.partitions import condition_thinking_partitions, partition_key, thinking_partitions
 from evalmislead_assets.resources import WarehouseIOManager
-from evalmislead_assets.storage import StorageLockTimeout, Warehouse
+from evalmislead_assets.store.database import StorageLockTimeout, Warehouse
 
 OUTCOMES: dict[str, pd.DataFrame] = {}  # what the test asset returns, per partition key
 SEEN: dict[str, pd.DataFrame] = {}  # what downstream test assets were given

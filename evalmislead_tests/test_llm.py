@@ -8,11 +8,11 @@ import time
 import httpx
 import pytest
 
-from evalmislead_assets.hashing import sha256_text
-from evalmislead_assets.llm_client import ChatClient
-from evalmislead_assets.llm_types import ChatRequest, LLMUnreachable, build_body, canonical_json, split_reasoning
+from evalmislead_assets.store.hashing import sha256_text
+from evalmislead_assets.llm.client import ChatClient
+from evalmislead_assets.llm.types import ChatRequest, LLMUnreachable, build_body, canonical_json, split_reasoning
 from evalmislead_assets.resources import LLMResource
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 
 
 class FakeServers:
@@ -213,7 +213,7 @@ def test_requests_spread_across_servers(wh) -> None:
 def test_a_server_down_from_the_start_is_left_out(wh, caplog) -> None:
     fake = FakeServers()
     fake.down.add("b")
-    with caplog.at_level(logging.WARNING, logger="evalmislead_assets.llm_client"):
+    with caplog.at_level(logging.WARNING, logger="evalmislead_assets.llm.client"):
         results, _ = fake.client(urls="http://a:1,http://b:2", retries=1).run_batch(wh, _reqs(3))
     assert not any(r.error for r in results) and set(fake.chat_hosts) == {"a"}
     assert any("http://b:2" in r.getMessage() for r in caplog.records)
@@ -295,7 +295,7 @@ def test_server_gone_mid_run_keeps_what_finished_and_resumes(wh) -> None:
 
 def test_progress_is_logged(wh, caplog) -> None:
     fake = FakeServers()
-    with caplog.at_level(logging.INFO, logger="evalmislead_assets.llm_client"):
+    with caplog.at_level(logging.INFO, logger="evalmislead_assets.llm.client"):
         fake.client().run_batch(wh, _reqs(3))
     lines = [r.getMessage() for r in caplog.records]
     assert any("3/3 answers done" in ln and "tok/s" in ln and "ETA" in ln for ln in lines)

@@ -14,11 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from evalmislead_assets import llm_servers, stop_signals
-from evalmislead_assets.llm_client import ChatClient
-from evalmislead_assets.llm_types import ChatRequest, LLMFailing, LLMUnreachable
-from evalmislead_assets.stop_signals import StopRequested
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.llm import server_props as llm_servers
+from evalmislead_assets.llm import stop_signals
+from evalmislead_assets.llm.client import ChatClient
+from evalmislead_assets.llm.types import ChatRequest, LLMFailing, LLMUnreachable
+from evalmislead_assets.llm.stop_signals import StopRequested
+from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.fake_llm_server import FakeLLMServer
 
 
@@ -156,7 +157,7 @@ def test_a_trickling_server_is_cut_at_the_request_deadline(wh) -> None:
 def test_a_hung_server_says_not_answering_and_progress_says_what_it_waits_for(fake, wh, caplog) -> None:
     fake.mode = "hang"
     client = _client(fake.url, model="m", retries=0, timeout_s=1.5, progress_every_s=0.2, max_in_flight=2)
-    with caplog.at_level(logging.INFO, logger="evalmislead_assets.llm_client"):
+    with caplog.at_level(logging.INFO, logger="evalmislead_assets.llm.client"):
         with pytest.raises(LLMUnreachable) as info:
             client.run_batch(wh, _reqs(3))
     msg = str(info.value)
@@ -168,7 +169,7 @@ def test_a_hung_server_says_not_answering_and_progress_says_what_it_waits_for(fa
 def test_the_props_probe_says_what_it_waits_for(fake, wh, caplog, monkeypatch) -> None:
     monkeypatch.setattr(llm_servers, "PROPS_TIMEOUT_S", 0.6)
     fake.props_mode = "hang"
-    with caplog.at_level(logging.INFO, logger="evalmislead_assets.llm_client"):
+    with caplog.at_level(logging.INFO, logger="evalmislead_assets.llm.client"):
         with pytest.raises(LLMUnreachable, match="unreachable at"):
             _client(fake.url, retries=1, progress_every_s=0.2).run_batch(wh, _reqs(1))
     lines = [r.getMessage() for r in caplog.records]
@@ -183,7 +184,7 @@ def test_a_stop_abandons_requests_in_flight_without_error_rows(fake, wh, caplog)
     fake.mode = "hang"
     stopper = threading.Thread(target=lambda: fake.wait_for_requests(2, in_flight=True) and stop_signals.STOP.set())
     stopper.start()
-    with caplog.at_level(logging.INFO, logger="evalmislead_assets.llm_client"):
+    with caplog.at_level(logging.INFO, logger="evalmislead_assets.llm.client"):
         with pytest.raises(StopRequested):
             _client(fake.url, model="m", retries=3, max_in_flight=2, progress_every_s=0.1).run_batch(wh, _reqs(4))
     stopper.join()
@@ -197,9 +198,9 @@ def test_a_stop_abandons_requests_in_flight_without_error_rows(fake, wh, caplog)
 
 KILLED = """
 import sys
-from evalmislead_assets.llm_client import ChatClient
-from evalmislead_assets.llm_types import ChatRequest
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.llm.client import ChatClient
+from evalmislead_assets.llm.types import ChatRequest
+from evalmislead_assets.store.database import Warehouse
 req = ChatRequest("test_generations", "buggy_code", "off", "Python/7", [{"role": "user", "content": "hi"}], 8, False)
 ChatClient([sys.argv[1]], model="m").run_batch(Warehouse(sys.argv[2]), [req])
 """
@@ -221,7 +222,7 @@ def test_a_request_cut_by_sigkill_leaves_an_unfinished_row(fake, tmp_path) -> No
 
 SIGNALLED = """
 import sys, time
-from evalmislead_assets import stop_signals
+from evalmislead_assets.llm import stop_signals
 stop_signals.install(grace_s=float(sys.argv[1]))
 ready = False
 while True:

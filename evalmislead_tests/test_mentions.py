@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evalmislead_assets.analysis_mentions import find_mentions, kept_segments, load_keywords, mentions_bug
+from evalmislead_assets.analysis.reasoning_mentions import find_mentions, kept_segments, load_keywords, mentions_bug
 from evalmislead_assets.settings import PROJECT_ROOT, ConfigError
 
 SENTENCES = Path(__file__).parent / "data" / "reasoning_sentences.tsv"
@@ -102,7 +102,7 @@ def test_report_section_names_the_matcher_and_where_its_precision_and_recall_are
 
     import pandas as pd
 
-    from evalmislead_assets.report_tables import mentions_section
+    from evalmislead_assets.report.tables import mentions_section
 
     summary = pd.DataFrame([
         {"mention_group": g, "n_problems": n, "n_problems_with_misleading": k, "n_tests": t, "n_misleading": m,

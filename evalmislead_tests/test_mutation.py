@@ -6,11 +6,13 @@ import re
 import pandas as pd
 import pytest
 
-from evalmislead_assets import mutation, mutation_report as mr, mutation_scoring as ms
-from evalmislead_assets.problems import DATA_FILE
-from evalmislead_assets.report_sections import sections
-from evalmislead_assets.sandbox import Ran, Sandbox
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.mutation import mutator as mutation
+from evalmislead_assets.report.sections import mutation_score as mr
+from evalmislead_assets.mutation import scoring as ms
+from evalmislead_assets.study.problems import DATA_FILE
+from evalmislead_assets.report.section_list import sections
+from evalmislead_assets.sandbox.host import Ran, Sandbox
+from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.stored import with_stored
 
 GET_POSITIVE = "def get_positive(l: list):\n    return [e for e in l if e > 0]\n"

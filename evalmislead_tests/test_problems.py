@@ -2,8 +2,8 @@ import shutil
 
 import pytest
 
-from evalmislead_assets import problems
-from evalmislead_assets.problems import DatasetError
+from evalmislead_assets.study import problems
+from evalmislead_assets.study.problems import DatasetError
 
 
 def test_ships_164_problems_with_the_fields(tmp_path, monkeypatch) -> None:

@@ -3,8 +3,9 @@ import hashlib
 
 import pytest
 
-from evalmislead_assets import prompts, settings
-from evalmislead_assets.conditions import CONDITION_NAMES
+from evalmislead_assets import settings
+from evalmislead_assets.llm import prompts
+from evalmislead_assets.study.conditions import CONDITION_NAMES
 
 SPEC = "Return the list sorted.\n\n>>> f([2, 1])\n[1, 2]"
 

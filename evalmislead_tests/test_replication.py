@@ -5,10 +5,10 @@ import re
 import pandas as pd
 import pytest
 
-from evalmislead_assets import analysis  # noqa: F401  (registers the tables the printed SQL reads)
-from evalmislead_assets import replication as rp
-from evalmislead_assets.report_sections import sections
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.analysis import rates as analysis  # noqa: F401  (registers the tables the printed SQL reads)
+from evalmislead_assets.report.sections import replication as rp
+from evalmislead_assets.report.section_list import sections
+from evalmislead_assets.store.database import Warehouse
 
 THIS_RUN_COLUMNS = ["this run (a vs b)", "this run direction", "vs paper", "vs published run"]
 

@@ -3,9 +3,9 @@
 import pandas as pd
 import pytest
 
-from evalmislead_assets import analysis as an
-from evalmislead_assets import report as rp
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.analysis import rates as an
+from evalmislead_assets.report import build as rp
+from evalmislead_assets.store.database import Warehouse
 
 BUGGY = "def get_positive(l: list):\n    return [e for e in l if e < 0]\n"
 FIXED = "def get_positive(l: list):\n    return [e for e in l if e > 0]\n"

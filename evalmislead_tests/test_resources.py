@@ -6,10 +6,10 @@ import httpx
 import pytest
 from dagster import Definitions, asset, define_asset_job, in_process_executor
 
-from evalmislead_assets.llm_types import ChatRequest
+from evalmislead_assets.llm.types import ChatRequest
 from evalmislead_assets.resources import EmbeddedServerResource, LLMResource, WarehouseResource
 from evalmislead_assets.resources import embedded_server as embedded_module
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 
 
 class FakeEmbedded:

@@ -108,7 +108,7 @@ def test_two_real_runs_on_one_data_folder(tmp_path: Path) -> None:
     import socket
     import time
 
-    from evalmislead_assets.processes import signal_group
+    from evalmislead_assets.sandbox.processes import signal_group
 
     hung = socket.socket()
     hung.bind(("127.0.0.1", 0))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evalmislead_assets import sandbox
-from evalmislead_assets.sandbox import Limits, Module, Sandbox
+from evalmislead_assets.sandbox import host as sandbox
+from evalmislead_assets.sandbox.host import Limits, Module, Sandbox
 
 REPO = Path(__file__).resolve().parents[1]
 BUGGY = "def get_positive(l):\n    return [e for e in l if e < 0]\n"
@@ -308,7 +308,7 @@ def test_memory():
     bytearray(8 * 1024 ** 3)
 """
     ids = ["test_pass", "test_fail", "test_loop", "test_os_exit", "test_sys_exit", "test_memory"]
-    with caplog.at_level(logging.WARNING, logger="evalmislead_assets.sandbox"):
+    with caplog.at_level(logging.WARNING, logger="evalmislead_assets.sandbox.host"):
         box = Sandbox(Limits(timeout_s=1.5), workers=2, os_isolation=False)
         ran = box.run([(Module(BUGGY, source), t) for t in ids])
         Sandbox(Limits(timeout_s=1.5), workers=1, os_isolation=False).run([(Module(BUGGY, source), "test_pass")])
@@ -322,7 +322,7 @@ def test_memory():
 
 def test_a_runner_that_cannot_start_fails_the_batch_instead_of_scoring_zero_tests(monkeypatch) -> None:
     """No test code runs before a zygote is ready: a start failure is the machine's, never the tests'."""
-    import evalmislead_assets.sandbox as sandbox_mod
+    import evalmislead_assets.sandbox.host as sandbox_mod
 
     def broken(*args, **kwargs):
         raise RuntimeError("sandbox zygote failed to start: exit code 1")

@@ -66,7 +66,7 @@ def test_no_pid_from_the_test_side_is_ever_signalled(os_isolation: bool) -> None
     import subprocess
     import sys
 
-    from evalmislead_assets.sandbox import Limits, Module, Sandbox
+    from evalmislead_assets.sandbox.host import Limits, Module, Sandbox
 
     canary = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
     try:

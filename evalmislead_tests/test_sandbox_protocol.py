@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from evalmislead_assets import sandbox_protocol as sp
-from evalmislead_assets.sandbox import Limits, Module, Sandbox
-from evalmislead_assets.sandbox_ipc import OVERSIZE, LineReader
+from evalmislead_assets.sandbox import protocol as sp
+from evalmislead_assets.sandbox.host import Limits, Module, Sandbox
+from evalmislead_assets.sandbox.ipc import OVERSIZE, LineReader
 
 
 def test_collection_message_has_one_shape() -> None:

@@ -11,9 +11,9 @@ import duckdb
 import pandas as pd
 import pytest
 
-from evalmislead_assets import schema
-from evalmislead_assets.collection import stored_test_ids
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store import schema
+from evalmislead_assets.execution.collection import stored_test_ids
+from evalmislead_assets.store.database import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 IDS = ["test_a[1, 2]", "test_b[x]", 'test_c["q\'s]', "test_d[a\\b]", "TestK::test_m"]
@@ -21,7 +21,7 @@ IDS = ["test_a[1, 2]", "test_b[x]", 'test_c["q\'s]', "test_d[a\\b]", "TestK::tes
 
 def test_registry_is_complete_without_importing_any_module() -> None:
     # a fresh interpreter that imports schema alone sees every table the project writes
-    code = "import json; from evalmislead_assets import schema; print(json.dumps(sorted(schema.TABLES)))"
+    code = "import json; from evalmislead_assets.store import schema; print(json.dumps(sorted(schema.TABLES)))"
     alone = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                       cwd=ROOT).stdout)
     import evalmislead_assets.definitions  # noqa: F401  (every asset module, every analysis module)
@@ -64,13 +64,13 @@ def test_dagster_column_schema_metadata() -> None:
 def test_readme_tables_section_is_the_generated_one() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert schema.readme_section(readme) == schema.markdown(), (
-        "README's Tables section is out of date: run `.venv/bin/python -m evalmislead_assets.schema --write-readme`")
+        "README's Tables section is out of date: run `.venv/bin/python -m evalmislead_assets.store.schema --write-readme`")
     for name in schema.TABLES:
         assert f"| `{name}` |" in schema.markdown()
 
 
 def test_markdown_cli_prints_the_section() -> None:
-    out = subprocess.run([sys.executable, "-m", "evalmislead_assets.schema", "--markdown"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "evalmislead_assets.store.schema", "--markdown"], capture_output=True,
                          text=True, check=True, cwd=ROOT).stdout
     assert out == schema.markdown()
 
@@ -135,7 +135,7 @@ def test_migrate_converts_json_text_and_list_text(tmp_path) -> None:
     # new code writing into the old column before the migration: DuckDB casts the list to its text form
     Warehouse(path).append_rows("generated_tests", pd.DataFrame({"task_id": ["Python/9"], "problem_idx": [9],
                                                                  "test_ids": [IDS]}))
-    out = subprocess.run([sys.executable, "-m", "evalmislead_assets.schema", "--migrate", str(path)],
+    out = subprocess.run([sys.executable, "-m", "evalmislead_assets.store.schema", "--migrate", str(path)],
                          capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert "generated_tests.test_ids" in out
     df = Warehouse(path).read_table("generated_tests", order_by="problem_idx")
@@ -148,7 +148,7 @@ def test_every_table_asset_shows_its_columns_in_the_ui() -> None:
     """The registry is emitted as Dagster column metadata on every asset that is a table."""
     from dagster import AssetKey
 
-    from evalmislead_assets import schema
+    from evalmislead_assets.store import schema
     from evalmislead_assets.definitions import defs
 
     graph = defs.resolve_asset_graph()

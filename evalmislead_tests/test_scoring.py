@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
-from evalmislead_assets import scoring
-from evalmislead_assets.sandbox import Sandbox
+from evalmislead_assets.execution import cells as scoring
+from evalmislead_assets.sandbox.host import Sandbox
 
 # The worked example of PROTOCOL.md: get_positive should keep the positive numbers, the buggy body
 # keeps the negative ones. Seven assertions written against the buggy code: six assert the bug

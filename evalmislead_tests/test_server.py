@@ -11,8 +11,8 @@ import time
 import httpx
 import pytest
 
-from evalmislead_assets import server
-from evalmislead_assets.server import EmbeddedServer, ServerError
+from evalmislead_assets.llm import llama_server as server
+from evalmislead_assets.llm.llama_server import EmbeddedServer, ServerError
 
 
 def _alive(pid: int) -> bool:
@@ -165,7 +165,7 @@ def test_start_up_logs_while_the_model_loads_and_gives_up_on_a_stop(tmp_path, mo
     """A server that never gets healthy: a progress line while it loads, and a stop ends the wait and the process."""
     import threading
 
-    from evalmislead_assets import stop_signals
+    from evalmislead_assets.llm import stop_signals
 
     binary = tmp_path / "slow-llama-server"
     binary.write_text("#!/bin/sh\nexec sleep 600\n")

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from evalmislead_assets import spec_labels as sl
+from evalmislead_assets.analysis import spec_labels as sl
 from evalmislead_assets.settings import ConfigError
 
 BUGGY = "def get_positive(l: list):\n    return [e for e in l if e < 0]\n"

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from evalmislead_assets.cli import main
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 
 
 @pytest.fixture()
@@ -122,7 +122,7 @@ def test_gives_up_after_wait(db: Path, capsys: pytest.CaptureFixture[str]) -> No
 
 WRITER = textwrap.dedent("""
     import sys, pandas as pd
-    from evalmislead_assets.storage import Warehouse
+    from evalmislead_assets.store.database import Warehouse
     wh = Warehouse(sys.argv[1], lock_timeout_s=60)
     for i in range(1, int(sys.argv[2]) + 1):
         df = pd.DataFrame({"condition": "model_spec", "thinking": "on", "test_id": [f"w{i}_{j}" for j in range(i)]})

@@ -199,7 +199,7 @@ def test_daemon_marks_a_run_failed_whose_worker_and_code_server_were_killed(tmp_
 @pytest.mark.timeout(900)
 def test_next_evalmislead_run_frees_the_partition_of_a_killed_one(tmp_path: Path) -> None:
     """`evalmislead run` SIGKILLed while its run is STARTED; the next `evalmislead run` marks it failed."""
-    from evalmislead_assets.processes import signal_group
+    from evalmislead_assets.sandbox.processes import signal_group
 
     hung = socket.socket()
     hung.bind(("127.0.0.1", 0))
@@ -215,11 +215,16 @@ def test_next_evalmislead_run_frees_the_partition_of_a_killed_one(tmp_path: Path
     second = None
     try:
         def started_run():
-            if not (home / "dagster.yaml").exists():
+            # only once the run's own process has created the run storage (opening the instance
+            # earlier would race it creating the same sqlite tables); a read mid-migration retries
+            if not (home / "dagster.yaml").exists() or not (home / "history" / "runs.db").exists():
                 return None
-            with DagsterInstance.from_config(str(home)) as instance:
-                runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
-                return next((r for r in runs if r.tags.get(WORKER_TAG, "").split(":")[1:2] == [str(first.pid)]), None)
+            try:
+                with DagsterInstance.from_config(str(home)) as instance:
+                    runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
+            except Exception:  # noqa: BLE001 - sqlalchemy's OperationalError while the tables are made
+                return None
+            return next((r for r in runs if r.tags.get(WORKER_TAG, "").split(":")[1:2] == [str(first.pid)]), None)
 
         run = _wait_for(started_run, "the first run's STARTED Dagster run", timeout=400)
         signal_group(first)

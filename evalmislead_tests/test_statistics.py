@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evalmislead_assets import statistics as st
+from evalmislead_assets.analysis import bootstrap as st
 
 
 def loop_paired_bootstrap(num_a, den_a, num_b, den_b, n_boot, level, seed, zero_rate=0.0):

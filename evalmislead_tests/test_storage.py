@@ -5,7 +5,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from evalmislead_assets.storage import StorageLockTimeout, Warehouse
+from evalmislead_assets.store.database import StorageLockTimeout, Warehouse
 
 
 def _rows(cond: str, thinking: str, n: int, tag: str = "a") -> pd.DataFrame:

@@ -16,8 +16,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from evalmislead_assets.storage import IDENTITIES, StorageFileGone, StorageFileReplaced, Warehouse
-from evalmislead_assets.storage_text import escape_surrogates
+from evalmislead_assets.store.database import IDENTITIES, StorageFileGone, StorageFileReplaced, Warehouse
+from evalmislead_assets.store.text_repair import escape_surrogates
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +32,7 @@ def _outcomes(n: int, cond: str = "buggy_code", tag: str = "t") -> pd.DataFrame:
 
 DISK_FULL = textwrap.dedent("""
     import sys, pandas as pd
-    from evalmislead_assets.storage import StorageDiskFull, Warehouse
+    from evalmislead_assets.store.database import StorageDiskFull, Warehouse
     wh = Warehouse(sys.argv[1])
     wh.append_rows("test_outcomes", pd.DataFrame({"condition": ["c"], "test_id": ["t"]}))
     big = pd.DataFrame({"condition": "buggy_code", "thinking": "off",
@@ -197,8 +197,8 @@ def test_escape_leaves_valid_text_alone() -> None:
 def test_an_answer_with_a_lone_surrogate_is_stored_as_a_test_generations_row(tmp_path: Path) -> None:
     """The whole answer path: the server's JSON (``"\\ud800"``) -> ChatResult -> the asset's rows -> DuckDB."""
     from evalmislead_assets.assets.generation import _rows
-    from evalmislead_assets.llm_types import result_from_response
-    from evalmislead_assets.prompts import Rendered
+    from evalmislead_assets.llm.types import result_from_response
+    from evalmislead_assets.llm.prompts import Rendered
 
     response = json.loads('{"choices": [{"message": {"content": "def test_a():\\n    assert f() == \\"\\ud800\\""},'
                           ' "finish_reason": "stop"}], "usage": {"prompt_tokens": 5, "completion_tokens": 7}}')

@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 from dagster import DagsterInstance, asset, materialize
 
-from evalmislead_assets import storage_format
+from evalmislead_assets.store import file_format as storage_format
 from evalmislead_assets.cli import main
 from evalmislead_assets.cli.sql_session import find_duckdb_cli
 from evalmislead_assets.resources import WarehouseIOManager
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 ONE_X = range(64, storage_format.MAX_1X_HEADER_VERSION + 1)
@@ -62,7 +62,7 @@ def test_every_path_that_creates_the_file_writes_the_1x_format(tmp_path: Path) -
     snapshot = tmp_path / "snap" / "copy.duckdb"
     assert main(["sql", "--db", str(dagster_db), "--save-snapshot", str(snapshot), "select 1"]) == 0
     migrated = tmp_path / "fresh.duckdb"
-    subprocess.run([sys.executable, "-m", "evalmislead_assets.schema", "--migrate", str(migrated)], check=True,
+    subprocess.run([sys.executable, "-m", "evalmislead_assets.store.schema", "--migrate", str(migrated)], check=True,
                    cwd=ROOT, capture_output=True)
     for path in (dagster_db, snapshot, migrated):
         assert storage_format.header_version(path) == 64, path
@@ -112,10 +112,10 @@ def test_evalmislead_sql_on_a_2x_file_leaves_it_as_it_is(tmp_path: Path, capsys:
     assert main(["sql", "--db", str(path), "--csv", "select count(*) n from llm_cache"]) == 0
     assert capsys.readouterr().out.split() == ["n", "500"]
     assert storage_format.header_version(path) == before and not path.with_name("old.duckdb.2x-format-backup").exists()
-    out = subprocess.run([sys.executable, "-m", "evalmislead_assets.storage_check", str(path)], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "evalmislead_assets.store.format_check", str(path)], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     assert "2.x only: run with --migrate" in out
-    res = subprocess.run([sys.executable, "-m", "evalmislead_assets.storage_check", "--migrate", str(path)], cwd=ROOT,
+    res = subprocess.run([sys.executable, "-m", "evalmislead_assets.store.format_check", "--migrate", str(path)], cwd=ROOT,
                          capture_output=True, text=True, check=True)
     assert "evalmislead: migrated" in res.stderr and "header version 64 (opens in DuckDB 1.x readers)" in res.stdout
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evalmislead_assets.cli import summary
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 
 SOURCE = """from solution import get_positive
 

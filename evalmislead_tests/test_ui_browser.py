@@ -17,7 +17,7 @@ import pytest
 from dagster import AssetKey, DagsterEventType, DagsterInstance
 from playwright.sync_api import Page, expect, sync_playwright
 
-from evalmislead_assets.conditions import CONDITION_NAMES
+from evalmislead_assets.study.conditions import CONDITION_NAMES
 from evalmislead_tests.dagster_services import Study, shared_study
 
 pytestmark = pytest.mark.slow

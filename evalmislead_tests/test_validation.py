@@ -1,6 +1,7 @@
 import pytest
 
-from evalmislead_assets import problems, validation
+from evalmislead_assets.study import problems
+from evalmislead_assets.execution import oracle_validation as validation
 
 
 def test_oracle_pass_needs_the_mark_not_just_exit_zero() -> None:
@@ -47,7 +48,7 @@ def _run_checks(db) -> dict[str, tuple[bool, dict]]:
 @pytest.fixture
 def validated(tmp_path, problems_df):
     """problem_validation rows from the real oracle on three real problems, stored in a fresh DuckDB file."""
-    from evalmislead_assets.storage import Warehouse
+    from evalmislead_assets.store.database import Warehouse
 
     result = validation.validate(problems_df[problems_df["problem_idx"].isin([0, 2, 30])])
     assert result["valid"].all()

@@ -15,7 +15,7 @@ import pytest
 from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance
 
 from evalmislead_assets.jobs import CHAIN_ASSETS, GENERATION_ASSETS, asset_partition_keys
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.dagster_services import Study, shared_study
 
 pytestmark = pytest.mark.slow

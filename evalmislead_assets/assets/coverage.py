@@ -6,7 +6,7 @@ from typing import Optional
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, Output, asset
 
-from evalmislead_assets import coverage_analysis
+from evalmislead_assets.analysis import coverage as coverage_analysis
 from evalmislead_assets.assets.execution import PROBLEMS_IN, ExecutionConfig, make_sandbox, warn_if_degraded
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 

@@ -1,6 +1,6 @@
 """determinism_probe: re-send a seeded sample of stored test-generation requests and measure the noise.
 
-The logic is in `evalmislead_assets.determinism`; extraction, collection and scoring are the
+The logic is in `evalmislead_assets.analysis.determinism`; extraction, collection and scoring are the
 execution assets' own functions (`build_generated_tests`, `build_test_outcomes`).
 """
 
@@ -10,7 +10,9 @@ from typing import Optional
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, Config, Failure, MetadataValue, Output, asset
 
-from evalmislead_assets import determinism as det
+from evalmislead_assets.analysis import determinism as det
+from evalmislead_assets.report.formatting import md_table
+from evalmislead_assets.report.sections import determinism as determinism_section
 from evalmislead_assets import settings
 from evalmislead_assets.assets.execution import (
     PROBLEMS_IN,
@@ -19,10 +21,10 @@ from evalmislead_assets.assets.execution import (
     build_test_outcomes,
     make_sandbox,
 )
-from evalmislead_assets.llm_errors import batch_errors_line
-from evalmislead_assets.llm_types import LLMUnreachable
+from evalmislead_assets.llm.errors import batch_errors_line
+from evalmislead_assets.llm.types import LLMUnreachable
 from evalmislead_assets.resources import LLMResource, WarehouseResource
-from evalmislead_assets.sandbox import TEST_TIMEOUT_S
+from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S
 
 _GENERATION_COLUMNS = [
     "condition", "thinking", "task_id", "problem_idx", "request_json", "response_text", "reasoning_text",
@@ -51,9 +53,9 @@ def _metadata(df: pd.DataFrame, frames: dict[str, pd.DataFrame], wall_s: float, 
         # None (shown as missing), never 0.0, when no answer came back
         "share_identical_text": round(s.share_identical, 4) if s.share_identical is not None else None,
         "share_identical_scoring": round(s.share_tests_identical, 4) if s.share_tests_identical is not None else None,
-        "by_partition": MetadataValue.md(det.md_table(det.by_partition(df))),
+        "by_partition": MetadataValue.md(md_table(det.by_partition(df))),
         "sensitivity": MetadataValue.md("\n".join(det.sensitivity_lines(sens)) or "_no comparison stored_"),
-        "server_settings": det.settings_line(df) if len(df) else "not run",
+        "server_settings": determinism_section.settings_line(df) if len(df) else "not run",
         "wall_s": round(wall_s, 2),
     }
 

@@ -16,11 +16,12 @@ from dagster import (
     asset_check,
 )
 
-from evalmislead_assets import scoring, settings
-from evalmislead_assets.collection import CollectRequest, collect_modules, stored_test_ids
-from evalmislead_assets.extraction import defined_names, extract
+from evalmislead_assets import settings
+from evalmislead_assets.execution import cells as scoring
+from evalmislead_assets.execution.collection import CollectRequest, collect_modules, stored_test_ids
+from evalmislead_assets.execution.extraction import defined_names, extract
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
-from evalmislead_assets.sandbox import TEST_TIMEOUT_S, Isolation, Limits, Sandbox
+from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S, Isolation, Limits, Sandbox
 from evalmislead_assets.resources import WarehouseResource
 
 GROUP = "execution"

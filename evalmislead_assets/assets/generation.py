@@ -19,15 +19,16 @@ from dagster import (
     asset,
 )
 
-from evalmislead_assets import problems as problem_data
-from evalmislead_assets import prompts, settings
+from evalmislead_assets.study import problems as problem_data
+from evalmislead_assets import settings
+from evalmislead_assets.llm import prompts
 from evalmislead_assets.assets.problems import STUDY_PROBLEM_INS
-from evalmislead_assets.llm_errors import batch_errors_line
-from evalmislead_assets.llm_types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
+from evalmislead_assets.llm.errors import batch_errors_line
+from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
 from evalmislead_assets.resources import LLMResource, WarehouseResource
-from evalmislead_assets.storage import Warehouse
-from evalmislead_assets.storage_text import text_column  # answers may hold lone surrogates (escaped on write)
+from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.store.text_repair import text_column  # answers may hold lone surrogates (escaped on write)
 
 THINKING_CHECK = "thinking_mode_respected"
 _THINKING_CHECK_DOC = (

@@ -1,6 +1,6 @@
 """mutants (unpartitioned) and mutation_scores [condition x thinking]: how well each generated test file
-tells the fixed function from its mutants. The logic is in evalmislead_assets.mutation (the mutator) and
-evalmislead_assets.mutation_scoring (oracle flags, kill rule, score)."""
+tells the fixed function from its mutants. The logic is in evalmislead_assets.mutation.mutator (the mutator) and
+evalmislead_assets.mutation.scoring (oracle flags, kill rule, score)."""
 
 import time
 from typing import Optional
@@ -18,15 +18,17 @@ from dagster import (
     asset_check,
 )
 
-from evalmislead_assets import mutation, mutation_report, settings
-from evalmislead_assets import mutation_scoring as ms
+from evalmislead_assets import settings
+from evalmislead_assets.mutation import mutator as mutation
+from evalmislead_assets.report.sections import mutation_score as mutation_report
+from evalmislead_assets.mutation import scoring as ms
 from evalmislead_assets.assets.problems import STUDY_PROBLEM_INS
 from evalmislead_assets.assets.execution import ExecutionConfig, isolation_note, make_sandbox
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
-from evalmislead_assets.problems import study_problems_from
-from evalmislead_assets.sandbox import TEST_TIMEOUT_S
+from evalmislead_assets.study.problems import study_problems_from
+from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S
 from evalmislead_assets.resources import WarehouseResource
-from evalmislead_assets.validation import ORACLE_TIMEOUT_S
+from evalmislead_assets.execution.oracle_validation import ORACLE_TIMEOUT_S
 
 GROUP = "mutation"
 CODE_VERSION = f"{mutation.MUTATOR_VERSION}+cap{mutation.MAX_MUTANTS_PER_PROBLEM}+seed{mutation.SAMPLE_SEED}"

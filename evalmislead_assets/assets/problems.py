@@ -13,8 +13,8 @@ from dagster import (
     asset_check,
 )
 
-from evalmislead_assets import problems as problem_data
-from evalmislead_assets import validation
+from evalmislead_assets.study import problems as problem_data
+from evalmislead_assets.execution import oracle_validation as validation
 from evalmislead_assets.resources import WarehouseResource
 
 # The study's problems (validated pairs in EVALMISLEAD_PROBLEMS, see problems.study_problems_from) are

@@ -16,10 +16,10 @@ from collections import Counter
 from collections.abc import Mapping
 
 from evalmislead_assets.jobs import GENERATION_ASSETS
-from evalmislead_assets.conditions import THINKING_MODES
+from evalmislead_assets.study.conditions import THINKING_MODES
 from evalmislead_assets import settings
 from evalmislead_assets.settings import ConfigError
-from evalmislead_assets.webserver_client import BackfillState, WebserverClient, WebserverError
+from evalmislead_assets.cli.webserver_client import BackfillState, WebserverClient, WebserverError
 
 HELP = "backfill every partition of one thinking mode (e.g. --thinking on) through the running Dagster webserver"
 

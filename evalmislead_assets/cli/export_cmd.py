@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evalmislead_assets import export
+    from evalmislead_assets.report import export
 
     db = Path(args.db).expanduser() if args.db else settings.db_path()
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")

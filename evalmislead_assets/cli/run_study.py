@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from evalmislead_assets import config_check, settings, stop_signals
+from evalmislead_assets import config_check, settings
+from evalmislead_assets.llm import stop_signals
 from evalmislead_assets.cli import run_guard
 
 HELP = "Run the study end to end (problems, generation, execution, analysis, report) as Dagster runs."
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from dagster import AssetKey, DagsterInstance
 
     from evalmislead_assets.definitions import defs
-    from evalmislead_assets.conditions import CONDITION_NAMES
+    from evalmislead_assets.study.conditions import CONDITION_NAMES
     from evalmislead_assets.partitions import partition_key
     from evalmislead_assets.run_launcher import fail_stale_runs
 
@@ -158,7 +159,7 @@ class Progress:
         self.since = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)  # llm_calls.ts is naive UTC
 
     def report(self, label: str) -> None:
-        from evalmislead_assets.storage import Warehouse
+        from evalmislead_assets.store.database import Warehouse
 
         modes, conds, probs = self.modes, self.conditions, self.problems
         row = Warehouse(self.db).query_df(

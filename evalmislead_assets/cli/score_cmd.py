@@ -2,7 +2,7 @@
 
 The tests import the code under test as `from solution import NAME` (the module name the
 study's prompts use). Each test id runs against each version in its own hardened process,
-exactly as in the study (see evalmislead_assets/sandbox.py). A Markdown answer (.md/.txt,
+exactly as in the study (see evalmislead_assets/sandbox/host.py). A Markdown answer (.md/.txt,
 or --extract) goes through the study's extraction first.
 """
 
@@ -13,10 +13,10 @@ import json
 import sys
 from pathlib import Path
 
-from evalmislead_assets import scoring
-from evalmislead_assets.collection import collect_module
-from evalmislead_assets.extraction import defined_names, extract
-from evalmislead_assets.sandbox import MODULE_UNDER_TEST, TEST_TIMEOUT_S, Limits, Sandbox
+from evalmislead_assets.execution import cells as scoring
+from evalmislead_assets.execution.collection import collect_module
+from evalmislead_assets.execution.extraction import defined_names, extract
+from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_TIMEOUT_S, Limits, Sandbox
 from evalmislead_assets.settings import ConfigError
 
 HELP = ("score a pytest file against buggy and fixed code: each test misleading / effective / both_pass / "

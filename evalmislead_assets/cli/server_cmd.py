@@ -7,7 +7,7 @@ import signal
 import sys
 import time
 
-from evalmislead_assets import server
+from evalmislead_assets.llm import llama_server as server
 
 HELP = "Start the embedded llama-server (bundled Qwen2.5-Coder-0.5B unless EVALMISLEAD_EMBEDDED_MODEL) and keep it running until Ctrl-C."
 

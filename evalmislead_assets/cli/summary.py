@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from evalmislead_assets.report import test_body
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.report.build import test_body
+from evalmislead_assets.store.database import Warehouse
 
 NOT_ESTIMABLE = "0 tests: not estimable"
 

@@ -10,7 +10,7 @@ from typing import Optional
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from evalmislead_assets.server import EmbeddedServer
+from evalmislead_assets.llm.llama_server import EmbeddedServer
 
 
 class EmbeddedServerResource(ConfigurableResource):

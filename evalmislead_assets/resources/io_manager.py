@@ -39,8 +39,8 @@ from dagster import (
 
 from evalmislead_assets import config_check, settings
 from evalmislead_assets.partitions import condition_partitions, thinking_partitions
-from evalmislead_assets.schema import TABLES
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.schema import TABLES
+from evalmislead_assets.store.database import Warehouse
 
 # one-dimension partitions definitions -> their column (when the asset names no partition_expr)
 _SINGLE_DIMENSION_COLUMNS: list[tuple[PartitionsDefinition, str]] = [

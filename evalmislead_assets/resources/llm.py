@@ -8,11 +8,12 @@ from typing import Any, Optional
 import httpx
 from dagster import ConfigurableResource
 
-from evalmislead_assets import server, settings
-from evalmislead_assets.llm_client import ChatClient
-from evalmislead_assets.llm_types import BatchStats, ChatRequest, ChatResult
+from evalmislead_assets import settings
+from evalmislead_assets.llm import llama_server as server
+from evalmislead_assets.llm.client import ChatClient
+from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult
 from evalmislead_assets.resources.embedded_server import EmbeddedServerResource
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 
 
 class LLMResource(ConfigurableResource):

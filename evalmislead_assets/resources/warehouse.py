@@ -5,7 +5,7 @@ from __future__ import annotations
 from dagster import ConfigurableResource
 
 from evalmislead_assets import settings
-from evalmislead_assets.storage import Warehouse
+from evalmislead_assets.store.database import Warehouse
 
 
 class WarehouseResource(ConfigurableResource):

@@ -2,7 +2,7 @@
 # harness fingerprint catches it).
 import sys
 
-child = sys.modules.get("evalmislead_assets.sandbox_child")
+child = sys.modules.get("evalmislead_assets.sandbox.child")
 if child is not None:
     child._status = lambda reports: ("passed", "")
 

@@ -1,0 +1,3 @@
+"""Pure analyses over stored rows: plan, rates, paired bootstrap, secondary analyses, spec labels, determinism, coverage.
+
+No Dagster, and nothing from report/ (pyproject.toml, [tool.importlinter])."""

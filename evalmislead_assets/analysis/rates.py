@@ -1,0 +1,250 @@
+"""Pure functions over stored rows: per-condition rates, the primary comparisons, the matched subset.
+
+Inputs are DataFrames with the columns of the upstream tables (``test_outcomes``,
+``test_generations``, ``generated_tests``); outputs are the rows of the analysis tables
+declared in store/schema.py. Nothing here touches DuckDB or Dagster. The plan and the per-problem
+counts live in analysis_base, the secondary analyses (spec-label splits, reasoning
+mentions) in analysis_secondary; both are re-exported here.
+
+Zero tests (issue 10): a rate over zero tests is not estimable and stored as NaN; a
+comparison where either side has zero tests gets no estimate, no interval and the verdict
+"not estimable (0 tests in X)". Within a resample, a side whose drawn problems have zero
+tests takes the plan's ``zero_denominator_rate``; ``n_zero_denominator`` counts those
+resamples and the report shows it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evalmislead_assets.analysis import plan as base
+from evalmislead_assets.store import schema
+from evalmislead_assets.analysis import bootstrap as st
+from evalmislead_assets.analysis.plan import (  # noqa: F401 (re-exported: an.load_plan, an.METRICS, ...)
+    CELLS, KEY, METRICS, SUBSET_CONDITIONS, Plan, answered, cells_present, load_plan, per_problem,
+    problem_counts, universe,
+)
+from evalmislead_assets.analysis.secondary import (  # noqa: F401 (re-exported)
+    Keywords, find_mentions, keywords_path, load_keywords, reasoning_mentions, reasoning_of, spec_label_splits,
+)
+from evalmislead_assets.execution.collection import is_one_version_error
+
+NAN = float("nan")
+
+# ---------------------------------------------------------------- tables (declared in store/schema.py)
+
+
+def _columns(table: str) -> list[str]:
+    return [c for c in schema.column_names(table) if c != "plan_sha256"]
+
+
+# ---------------------------------------------------------------- condition_rates
+
+
+def condition_rates(
+    outcomes: pd.DataFrame, generations: pd.DataFrame, generated: pd.DataFrame, plan: Plan
+) -> pd.DataFrame:
+    """One row per condition x thinking present: counts, pooled rates with intervals, truncation, imports.
+
+    ``n_unimportable``: answers whose code failed to import or collect against either version
+    (``n_collect_one_version`` of them against one version only); answers without code (none
+    found, server error, empty model spec) are zero-test answers, not unimportable files.
+    ``n_errors``: server/generation errors; ``n_empty_spec``: model_spec answers not requested
+    because the spec was empty. Both are in ``n_answers``.
+    """
+    gens = base.frame(generations, KEY + ["problem_idx", "finish_reason", "error"])
+    gt = base.frame(generated, KEY + ["problem_idx", "n_tests", "import_ok", "error"])
+    if "error" not in gt.columns:
+        gt = gt.assign(error=None)
+    counts = problem_counts(outcomes)
+    ans = answered(gens, gt, outcomes)
+    rows = []
+    for condition, thinking in cells_present(gens, gt, outcomes):
+        probs = universe(ans, thinking, [condition])
+        pp = per_problem(counts, probs, condition, thinking)
+        g = gens[(gens["condition"] == condition) & (gens["thinking"] == thinking)]
+        t = gt[(gt["condition"] == condition) & (gt["thinking"] == thinking)]
+        no_tests = set(pp.loc[pp["n_tests"] == 0, "task_id"])
+        truncated = g[g["finish_reason"].astype(object).eq("length")]
+        empty_spec = g["error"].map(base.is_empty_spec_error).astype(bool)
+        errors = g["error"].map(base.is_error).astype(bool) & ~empty_spec
+        failed = t["import_ok"].map(base.is_false).astype(bool)  # NULL is not False
+        file_failed = failed & base.has_code(t)
+        n_tests = int(pp["n_tests"].sum())
+        ivs = st.rate_intervals(
+            pp[["n_misleading", "n_effective"]].to_numpy(), np.column_stack([pp["n_tests"]] * 2),
+            **plan.boot_kwargs(),
+        ) if n_tests else [None, None]
+        row = {
+            "condition": condition, "thinking": thinking, "n_problems": len(pp), "n_answers": int(g["task_id"].nunique()),
+            "n_errors": int(errors.sum()), "n_tests": n_tests,
+            **{f"n_{c}": int(pp[f"n_{c}"].sum()) for c in CELLS},
+            "misleading_rate": base.rate(pp["n_misleading"].sum(), n_tests),
+            "effective_rate": base.rate(pp["n_effective"].sum(), n_tests),
+            "problems_with_effective": int((pp["n_effective"] > 0).sum()),
+            "problems_with_misleading": int((pp["n_misleading"] > 0).sum()),
+            "n_zero_tests": len(no_tests), "n_truncated": int(truncated["task_id"].nunique()),
+            "n_truncated_no_tests": int(truncated["task_id"].isin(no_tests).sum()),
+            "n_unimportable": int(file_failed.sum()),
+            "n_tests_collected": int(pd.to_numeric(t["n_tests"], errors="coerce").fillna(0).sum()),
+            "n_collect_one_version": int((file_failed & t["error"].map(is_one_version_error).astype(bool)).sum()),
+            "n_empty_spec": int(empty_spec.sum()),
+        }
+        for name, iv in zip(("misleading", "effective"), ivs):
+            row[f"{name}_ci_low"] = iv.ci_low if iv else NAN
+            row[f"{name}_ci_high"] = iv.ci_high if iv else NAN
+        row.update({"level": plan.level, "n_boot": plan.n_boot, "seed": plan.seed})
+        rows.append(row)
+    return base.sha_col(pd.DataFrame(rows, columns=_columns("condition_rates")), plan)
+
+
+# ---------------------------------------------------------------- bootstrap_comparisons
+
+
+def bootstrap_comparisons(
+    outcomes: pd.DataFrame, generations: pd.DataFrame, generated: pd.DataFrame, plan: Plan
+) -> tuple[pd.DataFrame, list[str]]:
+    """The plan's comparisons per thinking mode, paired over the problems both conditions answered.
+
+    Thinking off pairs over every problem both conditions answered. Thinking on (the plan's
+    ``comparison_subsets``) pairs over the truncation-matched subset only: with a 16,384-token
+    cap many thinking-on answers are cut with zero tests, and far more often in some conditions
+    than in others (59 buggy_code vs 41 fixed_code in the published run), so an unmatched
+    buggy-vs-fixed difference would mix "which problems produced tests at all" into "what the
+    tests assert". On the subset both sides draw on the same problems, and the numbers are
+    comparable with thinking_comparisons (same problems). PROTOCOL.md, "Thinking on".
+
+    Comparisons sharing a pair of conditions share their resamples (one call, seeded with the
+    plan's seed), so each row is reproducible on its own. Returns (rows, notes on what was skipped).
+    """
+    counts = problem_counts(outcomes)
+    ans = answered(generations, generated, outcomes)
+    present = set(cells_present(generations, generated, outcomes))
+    matched = truncation_matched_subset(outcomes, generations, generated, plan)
+    matched_ids = set(matched.loc[matched["in_subset"].astype(bool), "task_id"]) if len(matched) else set()
+    rows, notes = [], []
+    for thinking in plan.comparison_thinking_modes:
+        subset = plan.comparison_subset(thinking)
+        pairs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for c in plan.comparisons:
+            pairs.setdefault((c["condition_a"], c["condition_b"]), []).append(c)
+        for (a, b), comps in pairs.items():
+            missing = [x for x in (a, b) if (x, thinking) not in present]
+            if missing:
+                notes.append(f"thinking={thinking}: {a} vs {b} skipped, no rows for {', '.join(missing)}")
+                continue
+            probs = universe(ans, thinking, [a, b])
+            if subset == "truncation_matched":
+                probs = probs[probs["task_id"].isin(matched_ids)].reset_index(drop=True)
+            pa, pb = per_problem(counts, probs, a, thinking), per_problem(counts, probs, b, thinking)
+            notes += _outcomes_missing_notes(generated, thinking, [(a, pa), (b, pb)])
+            cells = [METRICS[c["metric"]] for c in comps]
+            ivs = st.paired_differences(
+                pa[[f"n_{x}" for x in cells]].to_numpy(), np.column_stack([pa["n_tests"]] * len(cells)),
+                pb[[f"n_{x}" for x in cells]].to_numpy(), np.column_stack([pb["n_tests"]] * len(cells)),
+                **plan.boot_kwargs(),
+            )
+            primary = thinking == plan.primary_thinking
+            zero_sides = [x for x, p in ((a, pa), (b, pb)) if int(p["n_tests"].sum()) == 0]
+            for comp, cell, iv in zip(comps, cells, ivs):
+                estimable = not zero_sides and iv.n_problems > 0
+                rows.append({
+                    "comparison_id": int(comp["id"]), "thinking": thinking,
+                    "role": "primary" if primary else "report-only",
+                    "metric": comp["metric"], "condition_a": a, "condition_b": b,
+                    "rate_a": base.rate(pa[f"n_{cell}"].sum(), pa["n_tests"].sum()),
+                    "rate_b": base.rate(pb[f"n_{cell}"].sum(), pb["n_tests"].sum()),
+                    "estimate": iv.estimate if estimable else NAN, "ci_low": iv.ci_low if estimable else NAN,
+                    "ci_high": iv.ci_high if estimable else NAN, "level": iv.level,
+                    "n_boot": iv.n_boot, "seed": iv.seed, "n_problems": iv.n_problems,
+                    "n_tests_a": int(pa["n_tests"].sum()), "n_tests_b": int(pb["n_tests"].sum()),
+                    "n_zero_denominator": iv.n_zero_denominator, "excludes_zero": estimable and iv.excludes_zero,
+                    "verdict": verdict(iv.excludes_zero, primary, iv.n_problems, zero_sides, subset),
+                    "subset": subset,
+                })
+    out = pd.DataFrame(rows, columns=_columns("bootstrap_comparisons"))
+    out = out.sort_values(["thinking", "comparison_id"], kind="stable")
+    return base.sha_col(out.reset_index(drop=True), plan), notes
+
+
+def _outcomes_missing_notes(generated: pd.DataFrame | None, thinking: str, sides: list[tuple[str, pd.DataFrame]]) -> list[str]:
+    """A side with zero executed tests although generated_tests collected some: test_outcomes is missing."""
+    if generated is None or len(generated) == 0:
+        return []
+    out = []
+    for cond, p in sides:
+        if int(p["n_tests"].sum()):
+            continue
+        g = generated[(generated["condition"] == cond) & (generated["thinking"] == thinking)]
+        collected = int(pd.to_numeric(g["n_tests"], errors="coerce").fillna(0).sum())
+        if collected:
+            out.append(f"{cond}|{thinking}: test_outcomes has no rows although generated_tests collected "
+                       f"{collected} tests; materialize test_outcomes for it (comparisons are not estimable)")
+    return sorted(set(out))
+
+
+def verdict(excludes_zero: bool, primary: bool, n_problems: int, zero_sides: list[str] | tuple[str, ...] = (),
+            subset: str = "all") -> str:
+    if n_problems == 0:
+        return "not estimable (empty truncation-matched subset)" if subset == "truncation_matched" else "no data"
+    if zero_sides:
+        return f"not estimable (0 tests in {' and '.join(zero_sides)})"
+    if not primary:
+        return "report-only"
+    return "difference (interval excludes 0)" if excludes_zero else "no difference claimed (interval includes 0)"
+
+
+# ---------------------------------------------------------------- truncation-matched subset
+
+
+def truncation_matched_subset(
+    outcomes: pd.DataFrame, generations: pd.DataFrame, generated: pd.DataFrame, plan: Plan
+) -> pd.DataFrame:
+    """One row per problem answered in buggy_code or fixed_code; in_subset when all four cells have tests."""
+    counts = problem_counts(outcomes)
+    ans = answered(generations, generated, outcomes)
+    ans = ans[ans["condition"].isin(SUBSET_CONDITIONS)]
+    probs = ans.drop_duplicates("task_id")[["task_id", "problem_idx"]].sort_values(["problem_idx", "task_id"])
+    out = probs.reset_index(drop=True)
+    for cond, short in zip(SUBSET_CONDITIONS, ("buggy", "fixed")):
+        for thinking in ("off", "on"):
+            out[f"n_tests_{short}_{thinking}"] = per_problem(counts, out, cond, thinking)["n_tests"].to_numpy()
+    cols = ["n_tests_buggy_off", "n_tests_fixed_off", "n_tests_buggy_on", "n_tests_fixed_on"]
+    out["in_subset"] = (out[cols] > 0).all(axis=1) if len(out) else pd.Series(dtype=bool)
+    out["problem_idx"] = out["problem_idx"].astype("int64")
+    return base.sha_col(out, plan)
+
+
+def thinking_comparisons(outcomes: pd.DataFrame, subset: pd.DataFrame, plan: Plan) -> pd.DataFrame:
+    """Thinking on minus off per condition and metric, paired over the truncation-matched problems."""
+    tc = plan.section("thinking_comparisons")
+    metrics = tc.get("metrics", list(METRICS))
+    counts = problem_counts(outcomes)
+    probs = subset[subset["in_subset"].astype(bool)][["task_id", "problem_idx"]] if len(subset) else \
+        pd.DataFrame(columns=["task_id", "problem_idx"])
+    rows = []
+    for cond in tc.get("conditions", list(SUBSET_CONDITIONS)):
+        off, on = per_problem(counts, probs, cond, "off"), per_problem(counts, probs, cond, "on")
+        cells = [METRICS[m] for m in metrics]
+        ivs = st.paired_differences(
+            on[[f"n_{x}" for x in cells]].to_numpy(), np.column_stack([on["n_tests"]] * len(cells)),
+            off[[f"n_{x}" for x in cells]].to_numpy(), np.column_stack([off["n_tests"]] * len(cells)),
+            **plan.boot_kwargs(),
+        )
+        estimable = int(off["n_tests"].sum()) > 0 and int(on["n_tests"].sum()) > 0
+        for metric, cell, iv in zip(metrics, cells, ivs):
+            rows.append({
+                "condition": cond, "metric": metric,
+                "rate_off": base.rate(off[f"n_{cell}"].sum(), off["n_tests"].sum()),
+                "rate_on": base.rate(on[f"n_{cell}"].sum(), on["n_tests"].sum()),
+                "estimate": iv.estimate if estimable else NAN, "ci_low": iv.ci_low if estimable else NAN,
+                "ci_high": iv.ci_high if estimable else NAN, "level": iv.level,
+                "n_boot": iv.n_boot, "seed": iv.seed, "n_problems": iv.n_problems,
+                "n_tests_off": int(off["n_tests"].sum()), "n_tests_on": int(on["n_tests"].sum()),
+                "n_cell_off": int(off[f"n_{cell}"].sum()), "n_cell_on": int(on[f"n_{cell}"].sum()),
+                "n_zero_denominator": iv.n_zero_denominator, "excludes_zero": estimable and iv.excludes_zero,
+            })
+    return base.sha_col(pd.DataFrame(rows, columns=_columns("thinking_comparisons")), plan)

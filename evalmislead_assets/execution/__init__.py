@@ -1,0 +1,1 @@
+"""From an answer to the four cells: extraction, import normalisation, collection, the dataset's oracle, cells."""

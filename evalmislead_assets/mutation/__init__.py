@@ -1,0 +1,1 @@
+"""Mutants of the fixed function and the mutation score of a test file."""

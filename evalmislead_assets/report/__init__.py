@@ -1,0 +1,1 @@
+"""The study report: build, tables, plots, number formatting (formatting.py) and one module per section (sections/)."""

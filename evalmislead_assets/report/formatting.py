@@ -1,0 +1,50 @@
+"""Number formatting for the whole report: its tables and every section (the one home of pct, points, md_table)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+NOT_ESTIMABLE = "0 tests: not estimable"
+
+
+def pct(x: object, digits: int = 1) -> str:
+    return "–" if missing(x) else f"{100 * float(x):.{digits}f} %"
+
+
+def points(x: object) -> str:
+    return "–" if missing(x) else f"{100 * float(x):+.1f}"
+
+
+def ci(lo: object, hi: object, as_points: bool = True) -> str:
+    if missing(lo) or missing(hi):
+        return "–"
+    f = points if as_points else (lambda v: f"{100 * float(v):.1f}")
+    return f"[{f(lo)}, {f(hi)}]"
+
+
+def rate_with_ci(rate: object, lo: object, hi: object, n_tests: object) -> str:
+    """'12.5 % [3.1, 25.0]', or '0 tests: not estimable' when the denominator is zero."""
+    if not missing(n_tests) and int(n_tests) == 0:
+        return NOT_ESTIMABLE
+    return f"{pct(rate)} {ci(lo, hi, False)}"
+
+
+def rate_or_not_estimable(rate: object, n_tests: object) -> str:
+    if not missing(n_tests) and int(n_tests) == 0:
+        return NOT_ESTIMABLE
+    return pct(rate)
+
+
+def missing(x: object) -> bool:
+    return x is None or x is pd.NA or (isinstance(x, float) and np.isnan(x))
+
+
+def md_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_no rows_"
+    return df.to_markdown(index=False, disable_numparse=True)
+
+
+def level_label(level: float) -> str:
+    return f"{100 * level:g} %"

@@ -1,0 +1,51 @@
+"""Report sections contributed by other modules, listed in one place.
+
+Each section names the tables it reads and a render function from those frames to
+Markdown lines; `report.load_data` reads the tables and `report.build` appends the
+sections, in this order, after the core sections. A section whose tables are missing
+gets empty frames and must say so itself (never a number drawn from no rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+Frames = dict[str, pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    tables: tuple[str, ...]
+    render: Callable[[Frames], list[str]]
+
+
+def sections() -> list[Section]:
+    """The extra sections, in report order (imports are local so that each module stays optional)."""
+    out: list[Section] = []
+    from evalmislead_assets.report.sections import determinism
+
+    out.append(Section(determinism.TITLE, determinism.SECTION_TABLES, determinism.section))
+    from evalmislead_assets.report.sections import coverage as coverage_report
+
+    out.append(Section(coverage_report.TITLE, coverage_report.TABLES, coverage_report.render))
+    from evalmislead_assets.report.sections import collected_not_scored as collection_report
+
+    out.append(Section(collection_report.TITLE, collection_report.TABLES, collection_report.render))
+    from evalmislead_assets.report.sections import mutation_score as mutation_report
+
+    out.append(Section(mutation_report.TITLE, mutation_report.TABLES, mutation_report.section))
+    from evalmislead_assets.report.sections import tampering as report_tampering
+
+    out.append(Section(report_tampering.TITLE, report_tampering.TABLES, report_tampering.render))
+    from evalmislead_assets.report.sections import replication
+
+    out.append(Section("Replication (direction only)", replication.TABLES, replication.section))
+    return out
+
+
+def tables() -> list[str]:
+    return sorted({t for s in sections() for t in s.tables})

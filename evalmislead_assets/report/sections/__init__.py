@@ -1,0 +1,1 @@
+"""One module per report section; section_list.py lists them in report order."""

@@ -1,0 +1,229 @@
+"""The report's tables and core sections, from stored rows (formatting only; no queries)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pandas as pd
+
+from evalmislead_assets import settings
+from evalmislead_assets.analysis import spec_labels as sl
+from evalmislead_assets.study.conditions import CONDITIONS, THINKING_MODES
+from evalmislead_assets.report.formatting import (
+    ci, level_label, md_table, missing, pct, points, rate_or_not_estimable, rate_with_ci,
+)
+
+EXAMPLE_TASK = "Python/30"
+MAX_EXAMPLE_TESTS = 25
+ZERO_DEN = "resamples with 0 tests"
+
+
+def rates_table(rates: pd.DataFrame, thinking: str) -> pd.DataFrame:
+    r = rates[rates["thinking"] == thinking]
+    rows = []
+    for _, x in r.iterrows():
+        rows.append({
+            "condition": x["condition"], "role": CONDITIONS[x["condition"]].role if x["condition"] in CONDITIONS else "",
+            "answers": x["n_answers"], "tests": x["n_tests"], "misleading": x["n_misleading"],
+            "effective": x["n_effective"], "both pass": x["n_both_pass"], "both fail": x["n_both_fail"],
+            "misleading rate": rate_with_ci(x["misleading_rate"], x["misleading_ci_low"], x["misleading_ci_high"],
+                                            x["n_tests"]),
+            "effective rate": rate_with_ci(x["effective_rate"], x["effective_ci_low"], x["effective_ci_high"],
+                                           x["n_tests"]),
+            "problems with an effective test": f"{x['problems_with_effective']}/{x['n_problems']}",
+            "problems with a misleading test": f"{x['problems_with_misleading']}/{x['n_problems']}",
+        })
+    return pd.DataFrame(rows)
+
+
+def comparison_table(comp: pd.DataFrame, thinking: str) -> pd.DataFrame:
+    c = comp[comp["thinking"] == thinking]
+    return pd.DataFrame([{
+        "#": x["comparison_id"], "metric": x["metric"].replace("_", " "),
+        "a − b": f"{x['condition_a']} − {x['condition_b']}",
+        "a": rate_or_not_estimable(x["rate_a"], x["n_tests_a"]), "b": rate_or_not_estimable(x["rate_b"], x["n_tests_b"]),
+        "difference (points)": points(x["estimate"]), f"{level_label(x['level'])} CI": ci(x["ci_low"], x["ci_high"]),
+        "problems": x["n_problems"], "tests a / b": f"{x['n_tests_a']} / {x['n_tests_b']}",
+        ZERO_DEN: f"{x['n_zero_denominator']} of {x['n_boot']:,}", "verdict": x["verdict"],
+    } for _, x in c.iterrows()])
+
+
+def comparison_subset_note(comp: pd.DataFrame, thinking: str) -> str:
+    """How a mode's comparisons were paired: '' for all answered problems, else the subset and its size."""
+    c = comp[comp["thinking"] == thinking]
+    if c.empty or "subset" not in c.columns or not (c["subset"] == "truncation_matched").any():
+        return ""
+    n = int(c["n_problems"].max())
+    return f"on the truncation-matched subset: {n} problem{'s' if n != 1 else ''}"
+
+
+def truncation_table(rates: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "condition": x["condition"], "thinking": x["thinking"], "answers": x["n_answers"],
+        "hit the cap": x["n_truncated"], "hit the cap, zero tests": x["n_truncated_no_tests"],
+        "zero tests (any cause)": x["n_zero_tests"], "unimportable files": x["n_unimportable"],
+        "of them collected on one version only": _int(x.get("n_collect_one_version")),
+        "server errors": x["n_errors"], "empty model spec (not sent)": _int(x.get("n_empty_spec")),
+    } for _, x in rates.iterrows()])
+
+
+def _int(v: object) -> int:
+    return 0 if missing(v) else int(v)
+
+
+def truncation_lines(rates: pd.DataFrame) -> list[str]:
+    """Per thinking mode: cap hits, and test files (answers with code) that could not be imported or collected."""
+    out = []
+    for mode in THINKING_MODES:
+        r = rates[rates["thinking"] == mode] if len(rates) else rates
+        if len(r):
+            one = int(r["n_collect_one_version"].fillna(0).sum()) if "n_collect_one_version" in r.columns else 0
+            out.append(
+                f"- thinking {mode}: up to {int(r['n_truncated'].max())} answers per condition hit the cap "
+                f"({int(r['n_truncated_no_tests'].sum())} of them with zero tests); "
+                f"{int(r['n_unimportable'].sum())} test files across {len(r)} conditions could not be imported or "
+                f"collected ({one} of them against one version only; each counts zero tests). Answers without code "
+                f"(none found, server errors, empty model specs) are not counted as files.")
+    return out
+
+
+def thinking_table(tc: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "condition": x["condition"], "metric": x["metric"].replace("_", " "),
+        "thinking off": rate_or_not_estimable(x["rate_off"], x["n_tests_off"]),
+        "thinking on": rate_or_not_estimable(x["rate_on"], x["n_tests_on"]), "on − off (points)": points(x["estimate"]),
+        f"{level_label(x['level'])} CI": ci(x["ci_low"], x["ci_high"]),
+        "tests off / on": f"{x['n_tests_off']} / {x['n_tests_on']}",
+        ZERO_DEN: f"{x['n_zero_denominator']} of {x['n_boot']:,}",
+    } for _, x in tc.iterrows()])
+
+
+def test_body(source: str | None, test_id: str) -> str | None:
+    """The source of the test function a test id names (parametrize suffix and file prefix ignored)."""
+    if not isinstance(source, str):
+        return None
+    name = re.sub(r"\[.*\]$", "", str(test_id).split("::")[-1])
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return ast.get_source_segment(source, node)
+    return None
+
+
+def example_section(data) -> list[str]:  # noqa: ANN001 (data: report.ReportData)
+    p = data.example_problem
+    if not p:
+        return ["_No executed tests are stored yet._"]
+    task = p.get("task_id")
+    why = ("task 30 is in the run" if task == EXAMPLE_TASK
+           else "task 30 is not in the run; this is the problem with the most misleading `buggy_code` tests")
+    out = [f"`{p.get('entry_point', '?')}` ({task}; {why})."]
+    if p.get("buggy_code") and p.get("fixed_code"):
+        out += ["", "The bug (buggy → fixed):", "", "```diff", sl.bug_diff(p["buggy_code"], p["fixed_code"]), "```"]
+    o = data.example_outcomes
+    for thinking in THINKING_MODES:
+        for cond in ("buggy_code", "fixed_code"):
+            sub = o[(o["condition"] == cond) & (o["thinking"] == thinking)] if len(o) else o
+            if sub.empty:
+                continue
+            counts = sub["outcome"].value_counts().to_dict()
+            summary = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(counts.items()))
+            out += ["", f"**{cond}, thinking {thinking}**: {len(sub)} tests ({summary}).", ""]
+            src = data.example_sources
+            srow = src[(src["condition"] == cond) & (src["thinking"] == thinking)] if len(src) else src
+            source = srow["source"].iloc[0] if len(srow) else None
+            rows = []
+            for _, t in sub.head(MAX_EXAMPLE_TESTS).iterrows():
+                body = test_body(source, t["test_id"])
+                rows.append({"test": f"`{t['test_id']}`", "buggy": t["buggy_status"], "fixed": t["fixed_status"],
+                             "outcome": t["outcome"]})
+                if body:
+                    rows[-1]["body"] = "<br>".join(
+                        f"`{ln.strip()}`" for ln in body.splitlines()[1:6] if ln.strip()).replace("|", "\\|")
+            out.append(md_table(pd.DataFrame(rows)))
+            if len(sub) > MAX_EXAMPLE_TESTS:
+                out.append(f"\n_({len(sub) - MAX_EXAMPLE_TESTS} more tests in `test_outcomes`.)_")
+    return out
+
+
+def spec_section(data) -> list[str]:  # noqa: ANN001
+    lab = data.spec_labels
+    if lab.empty:
+        return ["_No spec labels stored (materialize `spec_labels`)._"]
+    out = []
+    cc = sl.category_counts(lab).pivot(index="thinking", columns="category", values="n_specs").fillna(0).astype(int)
+    cols = ["transcribes_bug", "restores_correct", "neither"] + (["unlabelled"] if "unlabelled" in cc.columns else [])
+    cc = cc.reindex(columns=cols, fill_value=0).reset_index()
+    out += ["Specs per category (after human review; human labels replace the judge's):", "", md_table(cc)]
+    src = lab["label_source"].fillna("none").value_counts().to_dict()
+    unparsed = int(lab["judge_error"].notna().sum())
+    out += ["", f"Label sources: {', '.join(f'{k} {v}' for k, v in sorted(src.items()))}; "
+                f"specs with a judge error or unparseable answer: {unparsed}."]
+    ag = data.spec_label_agreement
+    if len(ag) and ag["n_reviewed"].sum() > 0:
+        out += ["", "Agreement of the human review with the judge (specs labelled by both):", "", md_table(pd.DataFrame([{
+            "thinking": x["thinking"], "label": x["label"], "reviewed": x["n_reviewed"], "agree": x["n_agree"],
+            "agreement": pct(x["agreement"], 0), "Cohen's κ": "–" if missing(x["kappa"]) else f"{x['kappa']:.2f}",
+        } for _, x in ag.iterrows()]))]
+    else:
+        out += ["", f"_No human labels imported yet: fill in `{settings.review_csv_path()}` and re-materialize `spec_labels`._"]
+    sp = data.spec_label_splits
+    if len(sp):
+        by = sp["split_by"].fillna("category") if "split_by" in sp.columns else pd.Series("category", index=sp.index)
+        for split, title in (("transcribes_bug", "by label (a), does the spec transcribe the bug (as PROTOCOL.md "
+                                                 "words the split)"),
+                             ("category", "by the spec's category")):
+            part = sp[by == split]
+            if part.empty:
+                continue
+            out += ["", f"Misleading rate of the tests split {title} (same thinking mode):", "",
+                    md_table(pd.DataFrame([{
+                        "thinking": x["thinking"], "condition": x["condition"], "spec label": x["category"],
+                        "problems": x["n_problems"], "tests": x["n_tests"], "misleading": x["n_misleading"],
+                        "misleading rate": rate_or_not_estimable(x["misleading_rate"], x["n_tests"]),
+                        "effective rate": rate_or_not_estimable(x["effective_rate"], x["n_tests"]),
+                    } for _, x in part.iterrows()]))]
+    return out
+
+
+def _matcher_note(rm: pd.DataFrame) -> str:
+    shas = sorted({str(x)[:12] for x in rm.get("keywords_sha256", pd.Series(dtype=object)).dropna()})
+    return ("A mention is a match of the keyword matcher (`prompts/reasoning_keywords.txt`, sha256 "
+            f"{', '.join(shas) or 'unknown'}…; an exclusion drops only the self-correction or test-design clause it "
+            "matches). Its precision and recall were measured on a labelled set of reasoning sentences, not on "
+            "this run's traces (README, \"Reasoning mentions\": for the shipped file, on sentences it was not tuned "
+            "on, it found about two in three mentions, and nearly all it found were mentions; an edited file is "
+            "re-measured with `pytest -s evalmislead_tests/test_mentions.py`). A missed mention counts in the "
+            "no-mention group, so the count above is, if anything, low.")
+
+
+def mentions_section(data) -> list[str]:  # noqa: ANN001
+    s = data.reasoning_mention_summary
+    if s.empty or data.reasoning_mentions.empty:
+        return ["_No reasoning-mention rows (needs thinking-on `buggy_code` answers)._"]
+    by = s.set_index("mention_group")
+    m, nm, allg = by.loc["mentions"], by.loc["no_mention"], by.loc["all_with_tests"]
+    out = [
+        f"{int(m['n_problems'])} of {int(allg['n_problems'])} problems with tests mentioned the bug or a "
+        f"name/behaviour mismatch in their reasoning; {int(m['n_problems_with_misleading'])} of those still got a "
+        "misleading test; "
+        f"misleading rate {rate_or_not_estimable(m['misleading_rate'], m['n_tests'])} among them vs "
+        f"{rate_or_not_estimable(nm['misleading_rate'], nm['n_tests'])} elsewhere.",
+        "", md_table(pd.DataFrame([{
+            "group": g, "problems": x["n_problems"], "with a misleading test": x["n_problems_with_misleading"],
+            "tests": x["n_tests"], "misleading": x["n_misleading"],
+            "misleading rate": rate_or_not_estimable(x["misleading_rate"], x["n_tests"]),
+        } for g, x in by.iterrows()])),
+        "", _matcher_note(data.reasoning_mentions),
+    ]
+    rm = data.reasoning_mentions
+    if len(rm):
+        ex = rm[rm["mentions"].astype(bool)].head(5)
+        if len(ex):
+            out += ["", "First mentions (snippets):", ""]
+            out += [f"- {x['task_id']}: “{str(x['first_snippet'])[:240]}”" for _, x in ex.iterrows()]
+    return out

@@ -1,0 +1,394 @@
+"""The sandbox's zygote: a clean interpreter that imports pytest once and serves the host.
+
+Started by the host (``host.start_zygote``) as a script, ``python -s -B evalmislead_assets/sandbox/zygote.py
+--zygote ROOT LIMITS_JSON``, in a scrubbed environment. It sets up the OS isolation
+(isolation.py), runs pytest with ``ZygotePlugin``, which takes over the run loop,
+warms pytest up on a trusted module and then answers one JSON line per request.
+
+Per test module and version it forks a chain (``Chain``): ``chain_supervisor`` (trusted:
+the chain's directory and uid, a new PID namespace) and below it the module process and its
+test processes (child.py). The zygote enforces every deadline itself and ends a chain
+by killing the module process, the namespace's init.
+
+Standard library only at module level: pytest is imported by ``zygote_main``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import sys
+import time
+from dataclasses import asdict
+from typing import Any
+
+if __name__ == "__main__":  # started as a script: its own folder is sys.path[0]; import the package instead
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root
+
+from evalmislead_assets.sandbox import guard as sandbox_guard  # noqa: E402
+from evalmislead_assets.sandbox.host import _UID_BASE, MODULE_UNDER_TEST, TEST_FILE, Limits  # noqa: E402
+from evalmislead_assets.sandbox.child import (coverage_hooks, crash_status, module_process, reap,  # noqa: E402
+                                              sweep_children)
+from evalmislead_assets.sandbox.ipc import OVERSIZE, LineReader, write_line  # noqa: E402
+from evalmislead_assets.sandbox.isolation import (CHAIN_FLAGS, CLONE_NEWPID, PR_SET_CHILD_SUBREAPER,  # noqa: E402
+                                                  Isolation, chain_view, prctl, setup_isolation, unshare)
+from evalmislead_assets.sandbox.protocol import (MAX_LINE, MAX_TEST_LINE, Malformed,  # noqa: E402
+                                                 parse_collected, parse_prefixed, parse_unprefixed)
+
+
+def zygote_main(argv: list[str]) -> int:
+    root = argv[0]
+    os_isolation = "--no-os-isolation" not in argv
+    # the limits come as the first line on stdin, not in argv: a test must not read its time limit
+    # (a mutant run has a shorter one) from the process's command line
+    limits = Limits(**json.loads(_first_line(0)))
+    sys.argv[1:] = []
+    try:
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+    except OSError:
+        pass
+    iso = setup_isolation(root, os_isolation)
+    # Private protocol descriptors; fd 0/1 become /dev/null so pytest's own chatter goes nowhere.
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    nul = os.open(os.devnull, os.O_RDWR)
+    os.dup2(nul, 0)
+    os.dup2(nul, 1)
+    import pytest
+
+    # run our loop before pytest's own (the plugin cannot import pytest at module level)
+    ZygotePlugin.pytest_runtestloop = pytest.hookimpl(tryfirst=True)(ZygotePlugin.pytest_runtestloop)
+    ZygotePlugin.pytest_runtest_logreport = pytest.hookimpl(tryfirst=True)(ZygotePlugin.pytest_runtest_logreport)
+    ZygotePlugin.pytest_collectreport = pytest.hookimpl(tryfirst=True)(ZygotePlugin.pytest_collectreport)
+    plugin = ZygotePlugin(root, limits, iso, proto_in, proto_out)
+    args = [
+        os.path.join(root, "empty"), "-s", "-p", "no:cacheprovider", "-p", "no:terminal",
+        "--rootdir", root, "-c", os.path.join(root, "pytest.ini"), "--confcutdir", root,
+    ]
+    pytest.main(args, plugins=[plugin])
+    return 0
+
+
+def _first_line(fd: int) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 1)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+class ZygotePlugin:
+    """pytest plugin: takes over the run loop and serves requests; records reports in children."""
+
+    def __init__(self, root: str, limits: Limits, iso: Isolation, proto_in: int, proto_out: int) -> None:
+        self.root, self.limits, self.iso = root, limits, iso
+        self.proto_in, self.proto_out = proto_in, proto_out
+        self.collect_failures: list[Any] = []
+        self.reports: list[Any] = []
+        self.children: set[int] = set()
+        self.pristine: Any = None  # sandbox_guard.harness_guard, taken after the warm-up
+        self.guard: Any = None  # the same, set in a test process
+        self.config: Any = None
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            self.collect_failures.append(report)
+
+    def pytest_runtest_logreport(self, report: Any, _tampered: Any = sandbox_guard.tampered) -> None:
+        self.reports.append(report)
+        # In a test process: the harness must be unchanged while the call's report is made, too (a
+        # monkeypatch of pytest's internals is undone at teardown, before the test process's last check).
+        if self.guard is not None and report.when == "call" and not self.guard(self.config):
+            _tampered("the test changed the test harness during its call")
+
+    def pytest_runtestloop(self, session: Any) -> bool:
+        self._warm_up(session)
+        write_line(self.proto_out, {"ready": True, "isolation": asdict(self.iso)})
+        reader = os.fdopen(self.proto_in, "rb", buffering=0)
+        buf = b""
+        while True:
+            while b"\n" not in buf:
+                chunk = reader.read(65536)
+                if not chunk:
+                    self._reap(block=True)
+                    return True
+                buf += chunk
+            line, buf = buf.split(b"\n", 1)
+            req = json.loads(line)
+            write_line(self.proto_out, self._handle(session, req))  # the host is trusted: its lines are ours
+
+    def _warm_up(self, session: Any) -> None:
+        """Collect and run a trusted module once, so children do not each pay for pytest's lazy set-up."""
+        warm = os.path.join(self.root, "warm")
+        before_path, before_modules = list(sys.path), set(sys.modules)
+        try:
+            items = session.perform_collect([os.path.join(warm, TEST_FILE)])
+            for i, item in enumerate(items):
+                item.ihook.pytest_runtest_protocol(item=item, nextitem=items[i + 1] if i + 1 < len(items) else None)
+        finally:
+            # nothing of the warm-up module may be visible to the tests
+            sys.path[:] = before_path
+            for name in set(sys.modules) - before_modules:
+                if name in (MODULE_UNDER_TEST, TEST_FILE[:-3]) or name.startswith(MODULE_UNDER_TEST + "."):
+                    del sys.modules[name]
+            session.items = []
+            self.collect_failures.clear()
+            self.reports.clear()
+        sandbox_guard.install()
+        self.config = session.config
+        self.pristine = sandbox_guard.harness_guard(session.config)
+        gc.collect()
+        gc.freeze()  # children then leave these objects' pages unshared only when they really write them
+
+    def _handle(self, session: Any, req: dict[str, Any]) -> dict[str, Any]:
+        moddir = os.path.join(self.root, req["dir"])
+        self._reap()
+        if req["op"] == "collect":
+            start = time.monotonic()
+            chain = Chain(self, session, moddir, collect_only=True)
+            found = chain.collected()
+            chain.close()
+            found["seconds"] = round(time.monotonic() - start, 4)
+            return found
+        ids: list[str] = list(req["test_ids"])
+        measure = bool(req.get("coverage"))
+        if measure:
+            coverage_hooks().prepare()  # loaded here once, before the forks
+            self.pristine = sandbox_guard.harness_guard(session.config)  # the harness now includes coverage.py
+        results: list[dict[str, Any]] = []
+        while len(results) < len(ids):
+            chain = Chain(self, session, moddir, collect_only=False)
+            found = chain.collected()
+            if "status" not in found and not found["ids"]:
+                found = {"status": "error", "detail": "no tests found when collecting again"}
+            if "status" in found:  # the module would not import in this chain: every remaining test shares that
+                found = {"status": found["status"], "detail": found["detail"], "seconds": 0.0}
+                results += [dict(found) for _ in ids[len(results):]]
+                chain.close()
+                break
+            while len(results) < len(ids) and chain.alive:
+                results.append(chain.run(ids[len(results)], measure))
+            chain.close()
+        return {"results": results}
+
+    def _reap(self, block: bool = False) -> None:
+        """Collect finished chain supervisors and orphans."""
+        for pid in list(self.children):
+            try:
+                done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                self.children.discard(pid)
+        reap()
+
+
+class Chain:
+    """Zygote-side handle on one sandboxed module process and the tests it forks.
+
+    Processes: supervisor (trusted; the zygote's own fork; new PID, mount, IPC and network
+    namespaces; lives as long as the chain so that its pid makes the chain's uid unique) ->
+    module process (PID 1 of the namespace, so a test can neither kill it nor escape its
+    cleanup; limits; imports and collects the module once) -> one forked test process per
+    request. The zygote enforces every deadline itself and ends a chain by closing the
+    supervisor's kill pipe: the supervisor then kills the module process through a pidfd of its
+    own child, whereupon the kernel kills everything in the namespace. No process id ever comes
+    from the chain's side, and every line from it is parsed against sandbox_protocol's shapes.
+    """
+
+    def __init__(self, plugin: ZygotePlugin, session: Any, moddir: str, collect_only: bool) -> None:
+        self.plugin, self.limits = plugin, plugin.limits
+        self.alive = True
+        ctrl_r, self.ctrl_w = os.pipe()
+        self.rep_r, rep_w = os.pipe()
+        kill_r, self.kill_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                for fd in (self.ctrl_w, self.rep_r, self.kill_w):
+                    os.close(fd)
+                chain_supervisor(plugin, session, moddir, collect_only, ctrl_r, rep_w, kill_r)
+            finally:
+                os._exit(0)
+        for fd in (ctrl_r, rep_w, kill_r):
+            os.close(fd)
+        self.supervisor = pid
+        self.reader = LineReader(self.rep_r, cap=MAX_LINE)
+        plugin.children.add(pid)
+
+    def collected(self) -> dict[str, Any]:
+        """{"ids": [...], "error": ...}, or a status for every test when the module cannot be used."""
+        deadline = time.monotonic() + self.limits.timeout_s
+        raw = self.reader.line(deadline)
+        if raw is None or raw is OVERSIZE:
+            timed_out = raw is None and not self.reader.eof
+            self.kill()
+            if timed_out:
+                return {"ids": [], "error": f"timeout: importing the test module took over {self.limits.timeout_s:g} s",
+                        "status": "timeout", "detail": f"importing the test module took over {self.limits.timeout_s:g} s"}
+            if raw is OVERSIZE:
+                return _cannot_use("crashed", f"the collection message is over {MAX_LINE} bytes")
+            return _cannot_use("crashed", "the test module ended its process while importing")
+        try:
+            msg = parse_collected(raw, self.limits.max_tests, self.limits.max_id_chars)
+        except Malformed as exc:
+            self.kill()
+            return _cannot_use("crashed", f"malformed message from the module process ({exc})")
+        if "tampered" in msg:
+            self.kill()
+            return _cannot_use("tampered", msg["tampered"])
+        if msg.get("error") and not msg["ids"]:
+            msg["status"], msg["detail"] = "error", "collection failed: " + msg["error"]
+        return msg
+
+    def run(self, test_id: str, coverage: bool = False) -> dict[str, Any]:
+        nonce = secrets.token_hex(16)
+        prefix = nonce + "\t"
+        start = time.monotonic()
+        deadline = start + self.limits.timeout_s
+        try:
+            write_line(self.ctrl_w, {"test_id": test_id, "nonce": nonce, **({"coverage": True} if coverage else {})})
+        except OSError:
+            self.alive = False
+            return {"status": "crashed", "detail": "the sandbox process died before the test started", "seconds": 0.0}
+        report: dict[str, Any] | None = None
+        while True:
+            raw = self.reader.line(deadline, cap=MAX_TEST_LINE)
+            seconds = round(time.monotonic() - start, 4)
+            if raw is None:
+                timed_out = not self.reader.eof
+                self.kill()
+                if timed_out:
+                    return {"status": "timeout", "detail": f"timeout after {self.limits.timeout_s:g} s", "seconds": seconds}
+                # Even with a report: a test that takes its sandbox down with it (kills its parent,
+                # every process it can) counts as crashed, whichever won the race.
+                return {"status": "crashed", "seconds": seconds,
+                        "detail": "the test ended its sandbox (e.g. killed its parent process)"}
+            try:
+                if raw is OVERSIZE:
+                    raise Malformed(f"a line over {MAX_TEST_LINE} bytes")
+                text = raw.decode("utf-8", "replace")
+                if text.startswith(prefix):
+                    msg = parse_prefixed(text[len(prefix):], test_id, self.limits.detail_chars)
+                    if "report" in msg:
+                        if report is not None:
+                            self.kill()
+                            return {"status": "tampered", "detail": "two reports for one test", "seconds": seconds}
+                        report = msg["report"]
+                        continue
+                else:
+                    msg = parse_unprefixed(text)
+            except Malformed as exc:
+                self.kill()  # the stream can no longer be trusted to line up: the next tests get a fresh chain
+                return {"status": "crashed", "detail": f"malformed message from the test process ({exc})"[:500],
+                        "seconds": seconds}
+            if "tampered" in msg:
+                self.kill()
+                return {"status": "tampered", "detail": msg["tampered"], "seconds": seconds}
+            if msg.get("missing"):
+                return {"status": "error", "detail": f"test id {test_id!r} not found when collecting again",
+                        "seconds": seconds}
+            if msg["code"] == sandbox_guard.TAMPER_EXIT:
+                self.kill()
+                return {"status": "tampered", "detail": "the test process ended as the tamper guard ends it",
+                        "seconds": seconds}
+            if report is not None:
+                return {**report, "seconds": seconds}
+            return {**crash_status(msg["code"], "run"), "seconds": seconds}
+
+    def kill(self) -> None:
+        """End the chain now: the supervisor kills its module process, and the namespace dies with it."""
+        self.close()
+
+    def close(self) -> None:
+        """End the chain (EOF on the supervisor's kill pipe); the supervisor is reaped later, off the critical path."""
+        self.alive = False
+        for fd in (self.kill_w, self.ctrl_w, self.rep_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _cannot_use(status: str, detail: str) -> dict[str, Any]:
+    return {"ids": [], "error": f"{status}: {detail}", "status": status, "detail": detail}
+
+
+def chain_supervisor(plugin: ZygotePlugin, session: Any, moddir: str, collect_only: bool,
+                     ctrl_r: int, rep_w: int, kill_r: int) -> None:
+    """Trusted: make the chain's uid and view, enter new namespaces, start the module process (PID 1
+    there), and stay until it ends, so that this pid, and with it the uid, stays unique.
+
+    It signals only its own child, through a pidfd (never a number from the chain), when the
+    zygote closes the kill pipe; then it kills whatever was reparented to it (it is a subreaper).
+    """
+    iso = plugin.iso
+    for fd in (plugin.proto_in, plugin.proto_out):  # the host's pipes: only the zygote talks to the host
+        os.close(fd)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    uid = _UID_BASE + os.getpid() if iso.own_uid else None
+    flags = (CLONE_NEWPID if iso.pid_namespace else 0) | (CHAIN_FLAGS if iso.chain_namespaces else 0)
+    if flags:
+        unshare(flags)
+    if iso.chain_namespaces:
+        moddir, workdir = chain_view(plugin.root, moddir, plugin.limits.disk_mb, uid)
+    else:
+        workdir = os.path.join(plugin.root, "w", str(os.getpid()))
+        os.mkdir(workdir, 0o700)
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(kill_r)
+            module_process(plugin, session, moddir, collect_only, ctrl_r, rep_w, workdir, uid)
+        finally:
+            os._exit(70)
+    os.close(rep_w)
+    os.close(ctrl_r)
+    _await_kill_or_exit(pid, kill_r)
+    sweep_children()
+    if not iso.chain_namespaces:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _await_kill_or_exit(pid: int, kill_r: int) -> None:
+    """Wait until the child ``pid`` ends or the kill pipe is readable (data or EOF), then kill and reap it.
+
+    ``pid`` is this process's own unreaped child, so the number cannot name anyone else; a pidfd
+    (Linux >= 5.3) makes the wait exact, polling stands in where there is none.
+    """
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        pidfd = None
+    while True:
+        ready, _, _ = select.select([kill_r] + ([pidfd] if pidfd is not None else []), [], [],
+                                    None if pidfd is not None else 0.05)
+        if kill_r in ready:
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+            break
+        if ready or os.waitpid(pid, os.WNOHANG)[0]:
+            break
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+    if pidfd is not None:
+        os.close(pidfd)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--zygote"]:
+    sys.stdout.flush()
+    os._exit(zygote_main(sys.argv[2:]))

@@ -1,0 +1,422 @@
+"""Every DuckDB table, declared once: name, one-line description, columns (name, type, description).
+
+One table per asset (same name), plus the LLM call log and cache. The registry is static: no
+module adds tables at import time; modules that need a table's column names read them from
+here (``column_names``). New columns may be appended; existing ones are never renamed, so old
+DuckDB files keep working (storage.ensure_schema adds missing columns; ``migrate`` converts
+columns whose type changed).
+
+Plain data only (no Dagster): ``dagster_metadata.table_schema`` turns ``column_schema`` into a
+Dagster ``TableSchema``. The README's "Tables" section is generated from this registry:
+
+    python -m evalmislead_assets.store.schema --markdown          # print the section
+    python -m evalmislead_assets.store.schema --write-readme      # rewrite it between the markers
+    python -m evalmislead_assets.store.schema --migrate DB        # convert an old DuckDB file in place
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+README_START = "<!-- tables:start -->"
+README_END = "<!-- tables:end -->"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # DuckDB type, possibly with a constraint ("VARCHAR PRIMARY KEY")
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    description: str
+    columns: tuple[Column, ...]
+
+
+def _table(name: str, description: str, *columns: tuple[str, str] | tuple[str, str, str]) -> Table:
+    return Table(name, description, tuple(Column(*c) for c in columns))
+
+
+# Columns several tables share (same meaning everywhere).
+_CONDITION = ("condition", "VARCHAR", "prompt condition, e.g. buggy_code")
+_THINKING = ("thinking", "VARCHAR", "off | on")
+_TASK = ("task_id", "VARCHAR", "HumanEvalPack id, e.g. Python/30")
+_IDX = ("problem_idx", "INTEGER", "position in the dataset, 0-163")
+_PLAN = ("plan_sha256", "VARCHAR", "sha256 of the analysis plan the row was computed under")
+_LEVEL = ("level", "DOUBLE", "interval level, 0.9875 in the plan")
+_N_BOOT = ("n_boot", "INTEGER", "bootstrap resamples")
+_SEED = ("seed", "BIGINT", "bootstrap seed")
+_KEYWORDS = ("keywords_sha256", "VARCHAR", "sha256 of prompts/reasoning_keywords.txt")
+# described once above the README's table, shown bare in its rows
+_SHARED = (_CONDITION, _THINKING, _TASK, _IDX, _PLAN, _LEVEL, _N_BOOT, _SEED, _KEYWORDS)
+_ANSWER = (  # the answer columns shared by model_specs and test_generations
+    ("model", "VARCHAR", "model name reported by the server"),
+    ("template_sha256", "VARCHAR", "sha256 of the prompt template file"),
+    ("prompt_sha256", "VARCHAR", "sha256 of the rendered prompt"),
+    ("request_json", "VARCHAR", "the exact request body sent"),
+    ("response_text", "VARCHAR", "the answer's content"),
+)
+_ANSWER_META = (
+    ("reasoning_text", "VARCHAR", "the reasoning: reasoning_content, or a think block in the answer"),
+    ("reasoning_present", "BOOLEAN", "the answer carried reasoning"),
+    ("finish_reason", "VARCHAR", "stop, or length: cut at the token cap"),
+    ("prompt_tokens", "INTEGER"), ("completion_tokens", "INTEGER"), ("latency_s", "DOUBLE"),
+    ("server_url", "VARCHAR"), ("server_props_sha256", "VARCHAR", "sha256 of the server's /props, kept in server_props"),
+    ("cache_key", "VARCHAR", "llm_cache key of the answer"), ("error", "VARCHAR", "server error, else NULL"),
+    ("created_at", "TIMESTAMP"),
+    # issue 10: server settings that affect determinism, per answer
+    ("total_slots", "INTEGER", "the server's parallel slots, from /props"),
+    ("cache_prompt", "BOOLEAN", "the request's prompt-cache flag"),
+    ("build_info", "VARCHAR", "the server's build, from /props"),
+)
+
+_SPECS: tuple[Table, ...] = (
+    # ---------------------------------------------------------------- problems
+    _table(
+        "problems", "one row per HumanEvalPack Python problem, with the buggy and fixed function",
+        _TASK, _IDX, ("entry_point", "VARCHAR", "name of the function under test"), ("declaration", "VARCHAR"),
+        ("signature", "VARCHAR"), ("docstring", "VARCHAR"), ("prompt", "VARCHAR"), ("canonical_solution", "VARCHAR"),
+        ("buggy_solution", "VARCHAR"), ("bug_type", "VARCHAR"), ("failure_symptoms", "VARCHAR"),
+        ("test", "VARCHAR", "the dataset's oracle"), ("example_test", "VARCHAR"),
+        ("buggy_code", "VARCHAR", "complete buggy module"), ("fixed_code", "VARCHAR", "complete fixed module"),
+        ("source_sha256", "VARCHAR", "sha256 of the shipped dataset file"),
+    ),
+    _table(
+        "problem_validation", "the dataset oracle run against each version; `valid` problems enter the study",
+        _TASK, _IDX, ("buggy_passed", "BOOLEAN", "the oracle passed on the buggy version; expected false"),
+        ("fixed_passed", "BOOLEAN", "the oracle passed on the fixed version; expected true"),
+        ("buggy_detail", "VARCHAR"), ("fixed_detail", "VARCHAR"), ("seconds", "DOUBLE"),
+        ("valid", "BOOLEAN", "buggy fails and fixed passes"),
+    ),
+    # ---------------------------------------------------------------- the LLM
+    _table(
+        "llm_calls", "every HTTP request actually sent (a cache hit adds no row)",
+        ("call_id", "VARCHAR"), ("ts", "TIMESTAMP"), ("asset", "VARCHAR", "asset that sent it"), _CONDITION,
+        _THINKING, _TASK, ("server_url", "VARCHAR"), ("cache_key", "VARCHAR"), ("status_code", "INTEGER"),
+        ("latency_s", "DOUBLE"), ("prompt_tokens", "INTEGER"), ("completion_tokens", "INTEGER"),
+        ("error", "VARCHAR"),
+        # issue 15: the row is written before the request is sent and completed after
+        ("state", "VARCHAR", "sent (written before sending; still so: the process was killed), answered, error, "
+                             "abandoned (an interrupt stopped the wait)"),
+        ("finished_at", "TIMESTAMP", "when the request ended; NULL: never completed"),
+    ),
+    _table(
+        "llm_cache", "successful answers keyed by the sha256 of the full request body",
+        ("cache_key", "VARCHAR PRIMARY KEY", "sha256 of request_json"), ("request_json", "VARCHAR"),
+        ("response_json", "VARCHAR"), ("server_url", "VARCHAR"), ("server_props_sha256", "VARCHAR"),
+        ("latency_s", "DOUBLE"), ("created_at", "TIMESTAMP"),
+    ),
+    _table(
+        "server_props", "each distinct /props document a server returned",
+        ("server_props_sha256", "VARCHAR PRIMARY KEY"), ("server_url", "VARCHAR"), ("model", "VARCHAR"),
+        ("props_json", "VARCHAR"), ("first_seen", "TIMESTAMP"),
+    ),
+    # ---------------------------------------------------------------- generation
+    _table(
+        "model_specs", "the model-written spec per problem, input of the model_spec condition [thinking]",
+        _THINKING, _TASK, _IDX, *_ANSWER, ("spec_text", "VARCHAR", "the spec after extraction; empty: not sent on"),
+        *_ANSWER_META,
+    ),
+    _table(
+        "test_generations", "one answer per problem: the model asked to write tests [condition × thinking]",
+        _CONDITION, _THINKING, _TASK, _IDX, *_ANSWER, *_ANSWER_META,
+    ),
+    _table(
+        "determinism_probe", "stored test-generation requests re-sent with the cache bypassed: did the answer move?",
+        _CONDITION, _THINKING, _TASK, _IDX, ("cache_key", "VARCHAR", "the original answer's llm_cache key"),
+        ("original_text", "VARCHAR"), ("probe_text", "VARCHAR"), ("identical", "BOOLEAN", "byte-identical answers"),
+        ("reasoning_identical", "BOOLEAN"),
+        ("original_n_tests", "INTEGER"), ("original_misleading", "INTEGER"), ("original_effective", "INTEGER"),
+        ("original_both_pass", "INTEGER"), ("original_both_fail", "INTEGER"),
+        ("probe_n_tests", "INTEGER"), ("probe_misleading", "INTEGER"), ("probe_effective", "INTEGER"),
+        ("probe_both_pass", "INTEGER"), ("probe_both_fail", "INTEGER"),
+        ("tests_identical", "BOOLEAN", "same test ids with the same cell each"),
+        ("probe_error", "VARCHAR"), ("probe_finish_reason", "VARCHAR"),
+        ("original_total_slots", "INTEGER"), ("original_cache_prompt", "BOOLEAN"), ("original_build_info", "VARCHAR"),
+        ("probe_total_slots", "INTEGER"), ("probe_cache_prompt", "BOOLEAN"), ("probe_build_info", "VARCHAR"),
+        ("probe_server_url", "VARCHAR"), ("sample_seed", "BIGINT"), ("created_at", "TIMESTAMP"),
+    ),
+    # ---------------------------------------------------------------- execution
+    _table(
+        "generated_tests", "the test module extracted from each answer and the test ids pytest collected",
+        _CONDITION, _THINKING, _TASK, _IDX, ("source", "VARCHAR", "extracted module; NULL: no code in the answer"),
+        ("extraction", "VARCHAR", "extraction steps, e.g. fence:markdown>python;import:main->solution"),
+        ("import_ok", "BOOLEAN", "imported and collected against both versions"),
+        ("n_tests", "INTEGER", "collected tests"),
+        ("test_ids", "VARCHAR[]", "collected pytest node ids, in file order"),
+        ("error", "VARCHAR", "why no tests were collected"), ("finish_reason", "VARCHAR"),
+        ("one_version_ids", "VARCHAR[]", "ids collected against one version only: not scored, not in n_tests"),
+        ("n_tests_over_cap", "INTEGER", "collected tests past the per-answer cap: not scored, not in n_tests"),
+        ("max_tests", "INTEGER", "the per-answer test cap in force"),
+    ),
+    _table(
+        "test_outcomes", "each collected test run against both versions, with its cell",
+        _CONDITION, _THINKING, _TASK, _IDX, ("test_id", "VARCHAR"),
+        ("buggy_status", "VARCHAR", "passed | failed | error | timeout | crashed | tampered"),
+        ("fixed_status", "VARCHAR", "passed | failed | error | timeout | crashed | tampered"),
+        ("outcome", "VARCHAR", "misleading | effective | both_pass | both_fail"),
+        ("buggy_detail", "VARCHAR"), ("fixed_detail", "VARCHAR"), ("seconds", "DOUBLE"),
+    ),
+    _table(
+        "test_coverage", "coverage of the entry point's body by each test file, per version",
+        _CONDITION, _THINKING, _TASK, _IDX, ("version", "VARCHAR", "buggy | fixed"), ("n_statements", "INTEGER"),
+        ("n_statements_run", "INTEGER"), ("line_coverage", "DOUBLE"), ("n_branches", "INTEGER"),
+        ("n_branches_taken", "INTEGER"), ("branch_coverage", "DOUBLE", "NULL: no branch"), ("n_tests", "INTEGER"),
+        ("n_tests_measured", "INTEGER", "tests that reported coverage"),
+    ),
+    # ---------------------------------------------------------------- analysis (issue 5)
+    _table(
+        "condition_rates", "per condition × thinking: cell counts, rates with intervals, answer counts",
+        _PLAN, _CONDITION, _THINKING, ("n_problems", "INTEGER"),
+        ("n_answers", "INTEGER", "server errors and empty-spec rows included"), ("n_errors", "INTEGER"),
+        ("n_tests", "INTEGER"), ("n_misleading", "INTEGER"), ("n_effective", "INTEGER"), ("n_both_pass", "INTEGER"),
+        ("n_both_fail", "INTEGER"), ("misleading_rate", "DOUBLE", "NaN over zero tests"),
+        ("effective_rate", "DOUBLE", "NaN over zero tests"), ("problems_with_effective", "INTEGER"),
+        ("problems_with_misleading", "INTEGER"), ("n_zero_tests", "INTEGER"), ("n_truncated", "INTEGER"),
+        ("n_truncated_no_tests", "INTEGER"), ("n_unimportable", "INTEGER"), ("n_tests_collected", "INTEGER"),
+        ("misleading_ci_low", "DOUBLE"), ("misleading_ci_high", "DOUBLE"), ("effective_ci_low", "DOUBLE"),
+        ("effective_ci_high", "DOUBLE"), _LEVEL, _N_BOOT, _SEED,
+        # issue 10
+        ("n_collect_one_version", "INTEGER", "files that collected against one version only"),
+        ("n_empty_spec", "INTEGER", "answers not sent for an empty model spec"),
+    ),
+    _table(
+        "bootstrap_comparisons", "the primary comparisons per thinking mode: paired bootstrap estimate and verdict",
+        _PLAN, ("comparison_id", "INTEGER"), _THINKING, ("role", "VARCHAR", "primary | report-only"),
+        ("metric", "VARCHAR", "misleading | effective"), ("condition_a", "VARCHAR"), ("condition_b", "VARCHAR"),
+        ("rate_a", "DOUBLE"), ("rate_b", "DOUBLE"), ("estimate", "DOUBLE", "rate_a - rate_b"), ("ci_low", "DOUBLE"),
+        ("ci_high", "DOUBLE"), _LEVEL, _N_BOOT, _SEED, ("n_problems", "INTEGER"), ("n_tests_a", "INTEGER"),
+        ("n_tests_b", "INTEGER"), ("n_zero_denominator", "INTEGER", "resamples where a side drew no test"),
+        ("excludes_zero", "BOOLEAN"), ("verdict", "VARCHAR"),
+        ("subset", "VARCHAR", "all | truncation_matched"),
+    ),
+    _table(
+        "truncation_matched_subset", "problems with a test in buggy_code and fixed_code in both thinking modes",
+        _PLAN, _TASK, _IDX, ("n_tests_buggy_off", "INTEGER"), ("n_tests_fixed_off", "INTEGER"),
+        ("n_tests_buggy_on", "INTEGER"), ("n_tests_fixed_on", "INTEGER"), ("in_subset", "BOOLEAN"),
+    ),
+    _table(
+        "thinking_comparisons", "thinking on minus off per condition, on the truncation-matched subset",
+        _PLAN, _CONDITION, ("metric", "VARCHAR"), ("rate_off", "DOUBLE"), ("rate_on", "DOUBLE"),
+        ("estimate", "DOUBLE", "rate_on - rate_off"), ("ci_low", "DOUBLE"), ("ci_high", "DOUBLE"), _LEVEL, _N_BOOT,
+        _SEED, ("n_problems", "INTEGER"), ("n_tests_off", "INTEGER"), ("n_tests_on", "INTEGER"),
+        ("n_cell_off", "INTEGER"), ("n_cell_on", "INTEGER"), ("n_zero_denominator", "INTEGER"),
+        ("excludes_zero", "BOOLEAN"),
+    ),
+    _table(
+        "reasoning_mentions", "per thinking-on answer: does its reasoning say the code is wrong?",
+        _PLAN, _KEYWORDS, _CONDITION, _THINKING, _TASK, _IDX, ("has_reasoning", "BOOLEAN"),
+        ("reasoning_chars", "INTEGER"), ("mentions", "BOOLEAN"), ("n_matches", "INTEGER"),
+        ("matched_keywords", "VARCHAR", "JSON list"), ("first_snippet", "VARCHAR"), ("n_tests", "INTEGER"),
+        ("n_misleading", "INTEGER"), ("has_misleading", "BOOLEAN"),
+    ),
+    _table(
+        "reasoning_mention_matches", "every keyword match in the reasoning, with a snippet",
+        _PLAN, _KEYWORDS, _THINKING, _TASK, ("keyword", "VARCHAR", "the pattern's line in the keyword file"),
+        ("match", "VARCHAR"), ("position", "INTEGER", "character offset in the reasoning"), ("snippet", "VARCHAR"),
+    ),
+    _table(
+        "reasoning_mention_summary", "misleading rate of answers whose reasoning mentions the bug vs not",
+        _PLAN, _KEYWORDS, _CONDITION, _THINKING, ("mention_group", "VARCHAR", "mentions | no_mention | all_with_tests"),
+        ("n_problems", "INTEGER"), ("n_problems_with_misleading", "INTEGER"), ("n_tests", "INTEGER"),
+        ("n_misleading", "INTEGER"), ("misleading_rate", "DOUBLE"),
+    ),
+    _table(
+        "spec_label_splits", "misleading and effective rates split by spec label",
+        _PLAN, _THINKING, _CONDITION,
+        ("category", "VARCHAR", "a category, unlabelled, or transcribes_bug=yes|no|unlabelled"),
+        ("n_problems", "INTEGER"), ("n_tests", "INTEGER"), ("n_misleading", "INTEGER"), ("misleading_rate", "DOUBLE"),
+        ("n_effective", "INTEGER"), ("effective_rate", "DOUBLE"), ("split_by", "VARCHAR", "category | transcribes_bug"),
+    ),
+    _table(
+        "spec_labels", "per model spec: does it transcribe the bug, does it state the correct behaviour; judge, then human",
+        _PLAN, _THINKING, _TASK, _IDX, ("entry_point", "VARCHAR"), ("spec_sha256", "VARCHAR"),
+        ("judge_model", "VARCHAR"), ("judge_template_sha256", "VARCHAR"), ("judge_prompt_sha256", "VARCHAR"),
+        ("judge_cache_key", "VARCHAR"), ("judge_finish_reason", "VARCHAR"), ("judge_text", "VARCHAR"),
+        ("judge_transcribes_bug", "BOOLEAN"), ("judge_states_correct", "BOOLEAN"),
+        ("judge_error", "VARCHAR", "why the judge's answer gave no label"),
+        ("in_review_sample", "BOOLEAN", "in the seeded human-review sample"),
+        ("human_transcribes_bug", "BOOLEAN"), ("human_states_correct", "BOOLEAN"), ("human_note", "VARCHAR"),
+        ("transcribes_bug", "BOOLEAN", "final label: human if given, else judge"), ("states_correct", "BOOLEAN"),
+        ("label_source", "VARCHAR", "human | judge | human+judge"),
+        ("category", "VARCHAR", "transcribes_bug | restores_correct | neither"),
+    ),
+    _table(
+        "spec_label_agreement", "human vs judge agreement on the reviewed specs",
+        _PLAN, _THINKING, ("label", "VARCHAR", "transcribes_bug | states_correct"), ("n_reviewed", "INTEGER"),
+        ("n_agree", "INTEGER"), ("agreement", "DOUBLE"), ("kappa", "DOUBLE", "Cohen's kappa"),
+    ),
+    # ---------------------------------------------------------------- mutation score
+    _table(
+        "mutants", "up to 30 mutants of each validated problem's fixed function, with the oracle's verdict",
+        _TASK, _IDX, ("mutant_id", "INTEGER", "stable under sampling"), ("operator", "VARCHAR"),
+        ("line", "INTEGER"), ("description", "VARCHAR"), ("diff", "VARCHAR"), ("mutant_code", "VARCHAR"),
+        ("oracle_killed", "BOOLEAN", "the dataset oracle fails on the mutant"), ("oracle_detail", "VARCHAR"),
+        ("likely_equivalent", "BOOLEAN", "not killed by the oracle; left out of the score"),
+        ("n_candidates", "INTEGER", "mutants before sampling"), ("mutator_version", "VARCHAR"),
+        ("cap", "INTEGER"), ("seed", "BIGINT"),
+    ),
+    _table(
+        "mutation_scores", "per generated test file: share of non-equivalent mutants its passing tests kill",
+        _CONDITION, _THINKING, _TASK, _IDX, ("n_tests", "INTEGER"), ("n_tests_passing_fixed", "INTEGER"),
+        ("n_mutants", "INTEGER"), ("n_likely_equivalent", "INTEGER"), ("n_killed", "INTEGER"),
+        ("n_killed_non_equivalent", "INTEGER"), ("n_killed_likely_equivalent", "INTEGER"),
+        ("mutation_score", "DOUBLE", "NULL: not estimable"), ("runs", "INTEGER", "test × mutant runs"),
+        ("mutant_timeout_s", "DOUBLE"), ("mutator_version", "VARCHAR"),
+        ("n_killed_by_timeout", "INTEGER", "killed mutants whose killing run timed out"),
+        ("n_timeouts_not_kills", "INTEGER", "mutant runs over the limit whose fixed run took half the limit or more"),
+        ("max_runs", "INTEGER", "the per-file run cap in force"),
+        ("n_tests_capped", "INTEGER", "passing tests the run cap kept out of the mutant pass"),
+        ("runs_dropped", "INTEGER", "mutant runs the run cap left out"),
+    ),
+    _table(
+        "mutant_kills", "per test file and mutant: killed or not, and by which test",
+        _CONDITION, _THINKING, _TASK, _IDX, ("mutant_id", "INTEGER"), ("operator", "VARCHAR"),
+        ("likely_equivalent", "BOOLEAN"), ("killed", "BOOLEAN"),
+        ("killing_test", "VARCHAR", "first passing test, in file order, that does not pass on the mutant"),
+        ("killing_status", "VARCHAR"), ("n_tests_run", "INTEGER"),
+        ("killed_by_timeout", "BOOLEAN", "the killing run went over the limit (its fixed run took under half of it)"),
+        ("n_timeouts_not_kills", "INTEGER", "runs over the limit not counted as kills (fixed run took half or more)"),
+    ),
+    # ---------------------------------------------------------------- the file itself (issues 15, 18)
+    _table(
+        "storage_info", "the database file: its id (checked at every open), storage version, creation and migration",
+        ("key", "VARCHAR PRIMARY KEY", "database_id, storage_version, readable_by, created_at, created_with, "
+                                       "migrated_from, migrated_at"),
+        ("value", "VARCHAR"),
+    ),
+    _table(
+        "storage_repairs", "strings changed so DuckDB could store them (lone surrogates escaped), per write",
+        ("ts", "TIMESTAMP"), ("table_name", "VARCHAR"), ("column_name", "VARCHAR"),
+        ("n_values", "INTEGER", "values changed in that write"), ("repair", "VARCHAR"),
+        ("first_row", "VARCHAR", "JSON: key columns of the first changed row"),
+    ),
+)
+
+SPECS: dict[str, Table] = {t.name: t for t in _SPECS}
+assert len(SPECS) == len(_SPECS), "duplicate table name in schema"
+
+# name -> list of (column, type): what storage creates
+TABLES: dict[str, list[tuple[str, str]]] = {t.name: [(c.name, c.type) for c in t.columns] for t in _SPECS}
+
+
+def column_names(table: str) -> list[str]:
+    return [c.name for c in SPECS[table].columns]
+
+
+def column_schema(table: str) -> list[tuple[str, str, str]]:
+    """(name, DuckDB type without constraints, description) per column; Dagster-free."""
+    return [(c.name, c.type.replace(" PRIMARY KEY", ""), c.description) for c in SPECS[table].columns]
+
+
+def table_description(table: str) -> str:
+    return SPECS[table].description
+
+
+# ---------------------------------------------------------------- old files
+
+
+def migrate(con: Any) -> list[str]:
+    """Bring an existing DuckDB file's column types up to the registry; returns what changed.
+
+    - ``generated_tests.test_ids``: JSON text (``VARCHAR``, before issue 11) -> ``VARCHAR[]``; rows that
+      newer code wrote into the old column hold DuckDB's text form of a list, which casts back exactly.
+    """
+    done = []
+    row = con.execute(
+        "SELECT data_type FROM information_schema.columns "
+        "WHERE table_schema = 'main' AND table_name = 'generated_tests' AND column_name = 'test_ids'"
+    ).fetchall()
+    if row and row[0][0] == "VARCHAR":
+        con.execute(
+            "ALTER TABLE generated_tests ALTER COLUMN test_ids SET DATA TYPE VARCHAR[] "
+            "USING CASE WHEN test_ids IS NULL THEN NULL WHEN json_valid(test_ids) "
+            "THEN from_json(test_ids, '[\"VARCHAR\"]') ELSE CAST(test_ids AS VARCHAR[]) END"
+        )
+        done.append("generated_tests.test_ids: JSON text -> VARCHAR[]")
+    return done
+
+
+# ---------------------------------------------------------------- README
+
+
+def markdown() -> str:
+    """The README's "Tables" section (between the markers), rendered from the registry."""
+    lines = [
+        "Tables (one per asset, same name; analysis rows carry `plan_sha256`). Generated from",
+        "`evalmislead_assets/store/schema.py` by `python -m evalmislead_assets.store.schema --write-readme`;",
+        "column types: `evalmislead sql 'describe TABLE'`.",
+        "",
+        "Columns in many tables: " + ", ".join(f"{n} ({_md(d)})" for n, _, d in _SHARED) + ".",
+        "",
+        "| table | rows | columns |",
+        "|---|---|---|",
+    ]
+    for t in _SPECS:
+        cols = ", ".join(_md_column(c) for c in t.columns)
+        lines.append(f"| `{t.name}` | {_md(t.description)} | {cols} |")
+    return "\n".join(lines) + "\n"
+
+
+def _md_column(c: Column) -> str:
+    typ = c.type.replace(" PRIMARY KEY", "")
+    name = f"{c.name} `{typ}`" if typ.endswith("[]") else c.name
+    if not c.description or (c.name, c.type, c.description) in _SHARED:
+        return name
+    return f"{name} ({_md(c.description)})"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;")
+
+
+def readme_path() -> Path:
+    return Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_section(text: str) -> str:
+    """What the README holds between the markers (without them)."""
+    if README_START not in text or README_END not in text:
+        raise ValueError(f"README lacks the {README_START} / {README_END} markers")
+    return text.split(README_START, 1)[1].split(README_END, 1)[0].strip("\n") + "\n"
+
+
+def with_section(text: str, section: str) -> str:
+    head, rest = text.split(README_START, 1)
+    tail = rest.split(README_END, 1)[1]
+    return f"{head}{README_START}\n{section}{README_END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m evalmislead_assets.store.schema", description=__doc__.splitlines()[0])
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--markdown", action="store_true", help="print the README's Tables section")
+    g.add_argument("--write-readme", action="store_true", help="rewrite the README's Tables section")
+    g.add_argument("--migrate", metavar="DB", help="convert an old DuckDB file's column types in place")
+    args = p.parse_args(argv)
+    if args.markdown:
+        sys.stdout.write(markdown())
+    elif args.write_readme:
+        path = readme_path()
+        path.write_text(with_section(path.read_text(encoding="utf-8"), markdown()), encoding="utf-8")
+        print(f"wrote the Tables section of {path}")
+    else:
+        import duckdb
+
+        from evalmislead_assets.store.file_format import connect_config
+
+        with duckdb.connect(args.migrate, config=connect_config()) as con:  # a new file: 1.x-readable
+            for line in migrate(con) or ["nothing to migrate"]:
+                print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""HumanEvalPack (Python) problems, loaded with `datasets` from the copy shipped in the package."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from evalmislead_assets.store.hashing import sha256_file
+from evalmislead_assets import settings
+from evalmislead_assets.settings import PACKAGE_DIR
+
+if TYPE_CHECKING:
+    from evalmislead_assets.store.database import Warehouse
+
+DATA_FILE = PACKAGE_DIR / "data" / "humanevalpack_python.jsonl"
+LICENSE_FILE = PACKAGE_DIR / "data" / "HUMANEVALPACK_LICENSE"
+# sha256 of the shipped file (the same rows as bigcode/humanevalpack, config "python").
+DATA_SHA256 = "b1376d72be4bd016a62ad043d9de3846edb8d63edf1222da802a31330c14c3a7"
+N_PROBLEMS = 164
+REQUIRED_FIELDS = [
+    "task_id", "declaration", "signature", "docstring", "prompt", "canonical_solution",
+    "buggy_solution", "bug_type", "failure_symptoms", "entry_point", "test", "example_test",
+]
+
+
+class DatasetError(RuntimeError):
+    """The dataset file is missing or does not match; one line naming the file."""
+
+
+def load_problems(path: Path | None = None, expected_sha256: str | None = DATA_SHA256) -> pd.DataFrame:
+    """All problems as a DataFrame; verifies the file's sha256 and the fields before use."""
+    path = Path(path or DATA_FILE)
+    if not path.is_file():
+        raise DatasetError(f"dataset file {path} is missing; reinstall the package (it ships the data)")
+    digest = sha256_file(path)
+    if expected_sha256 and digest != expected_sha256:
+        raise DatasetError(
+            f"dataset file {path} is corrupted or changed (sha256 {digest[:12]}..., expected {expected_sha256[:12]}...); "
+            "restore it from the package"
+        )
+    if settings.dataset_source() == "hub":
+        return _from_hub()
+    import datasets
+
+    datasets.disable_progress_bars()
+    try:
+        ds = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=_cache_dir())
+    except Exception as exc:  # malformed JSON lines and the like
+        raise DatasetError(f"dataset file {path} could not be parsed: {str(exc).splitlines()[0]}") from exc
+    return _frame(ds.to_pandas(), path)
+
+
+def _cache_dir() -> str:
+    d = settings.project_data_dir() / "hf-cache"
+    d.mkdir(parents=True, exist_ok=True)
+    return str(d)
+
+
+def _from_hub() -> pd.DataFrame:
+    """Only when EVALMISLEAD_DATASET_SOURCE=hub: the same rows from bigcode/humanevalpack."""
+    import datasets
+
+    ds = datasets.load_dataset("bigcode/humanevalpack", "python", split="test")
+    return _frame(ds.to_pandas(), Path("bigcode/humanevalpack"))
+
+
+def _frame(df: pd.DataFrame, path: Path) -> pd.DataFrame:
+    missing = [f for f in REQUIRED_FIELDS if f not in df.columns]
+    if missing:
+        raise DatasetError(f"dataset file {path} lacks fields {missing}")
+    if len(df) != N_PROBLEMS:
+        raise DatasetError(f"dataset file {path} has {len(df)} rows, expected {N_PROBLEMS}")
+    out = df[REQUIRED_FIELDS].copy()
+    out["problem_idx"] = out["task_id"].str.split("/").str[1].astype(int)
+    # The code under test: helper definitions + imports + def line (the dataset's
+    # `declaration`, which has no docstring for the entry point) + the body.
+    out["buggy_code"] = out["declaration"] + out["buggy_solution"]
+    out["fixed_code"] = out["declaration"] + out["canonical_solution"]
+    out["source_sha256"] = sha256_file(path) if path.is_file() else "hub"
+    return out.sort_values("problem_idx").reset_index(drop=True)
+
+
+def select(df: pd.DataFrame, subset: list[int] | None) -> pd.DataFrame:
+    if subset is None:
+        return df
+    return df[df["problem_idx"].isin(subset)].reset_index(drop=True)
+
+
+def study_problems(warehouse: Warehouse) -> pd.DataFrame:
+    """Problems the study runs on: validated pairs only, restricted to EVALMISLEAD_PROBLEMS."""
+    df = warehouse.query_df(
+        "SELECT p.* FROM problems p JOIN problem_validation v USING (task_id) WHERE v.valid ORDER BY p.problem_idx",
+        read_only=True,
+    )
+    if df.empty:
+        raise RuntimeError("no validated problems stored; materialize problems and problem_validation first")
+    return select(df, settings.problem_subset())
+
+
+def study_problems_from(problems: pd.DataFrame, validation: pd.DataFrame) -> pd.DataFrame:
+    """`study_problems` from the two tables' frames (the assets' inputs) instead of the warehouse."""
+    valid = set(validation.loc[validation["valid"].fillna(False).astype(bool), "task_id"])
+    df = problems[problems["task_id"].isin(valid)].sort_values("problem_idx", kind="stable").reset_index(drop=True)
+    if df.empty:
+        raise RuntimeError("no validated problems stored; materialize problems and problem_validation first")
+    return select(df, settings.problem_subset())

@@ -1,0 +1,33 @@
+"""The package layout's rules (pyproject.toml, [tool.importlinter]) hold: `lint-imports` keeps every contract."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_contracts_are_kept():
+    lint = Path(sys.executable).parent / "lint-imports"
+    cmd = [str(lint)] if lint.exists() else [sys.executable, "-m", "importlinter.cli"]
+    done = subprocess.run(cmd + ["--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout, done.stdout
+
+
+
+def test_no_import_cycle_between_modules():
+    """Not even a function-local or type-only one: grimp's graph has no module that reaches itself."""
+    import grimp
+
+    graph = grimp.build_graph("evalmislead_assets")
+    cycles = []
+    for module in sorted(graph.modules):
+        for imported in graph.find_modules_directly_imported_by(module):
+            if module != imported and graph.chain_exists(importer=imported, imported=module):
+                cycles.append((module, imported))
+    assert not cycles, cycles
