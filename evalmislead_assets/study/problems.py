@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from evalmislead_assets.store.hashing import sha256_file
 from evalmislead_assets import settings
 from evalmislead_assets.settings import PACKAGE_DIR
-
-if TYPE_CHECKING:
-    from evalmislead_assets.store.database import Warehouse
 
 DATA_FILE = PACKAGE_DIR / "data" / "humanevalpack_python.jsonl"
 LICENSE_FILE = PACKAGE_DIR / "data" / "HUMANEVALPACK_LICENSE"
@@ -88,19 +84,8 @@ def select(df: pd.DataFrame, subset: list[int] | None) -> pd.DataFrame:
     return df[df["problem_idx"].isin(subset)].reset_index(drop=True)
 
 
-def study_problems(warehouse: Warehouse) -> pd.DataFrame:
-    """Problems the study runs on: validated pairs only, restricted to EVALMISLEAD_PROBLEMS."""
-    df = warehouse.query_df(
-        "SELECT p.* FROM problems p JOIN problem_validation v USING (task_id) WHERE v.valid ORDER BY p.problem_idx",
-        read_only=True,
-    )
-    if df.empty:
-        raise RuntimeError("no validated problems stored; materialize problems and problem_validation first")
-    return select(df, settings.problem_subset())
-
-
 def study_problems_from(problems: pd.DataFrame, validation: pd.DataFrame) -> pd.DataFrame:
-    """`study_problems` from the two tables' frames (the assets' inputs) instead of the warehouse."""
+    """Problems the study runs on: validated pairs only (from the two tables' frames), restricted to EVALMISLEAD_PROBLEMS."""
     valid = set(validation.loc[validation["valid"].fillna(False).astype(bool), "task_id"])
     df = problems[problems["task_id"].isin(valid)].sort_values("problem_idx", kind="stable").reset_index(drop=True)
     if df.empty:
