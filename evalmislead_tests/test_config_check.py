@@ -187,9 +187,8 @@ def test_review_error_names_the_file_line_not_the_record_number(env: Path) -> No
 # ---------------------------------------------------------------- in a Dagster run, and in the CLI
 
 
-def test_directory_db_fails_at_resource_setup_with_its_own_message(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not "DagsterExecutionHandleOutputError: Error occurred while handling output" after the step ran."""
-    monkeypatch.setenv("EVALMISLEAD_DB", str(env))
+def _materialize_counting_steps():  # noqa: ANN202
+    """Materialize one asset through the project's IO manager; also return how often its step body ran."""
     ran: list[int] = []
 
     @asset(name="problems")
@@ -199,6 +198,13 @@ def test_directory_db_fails_at_resource_setup_with_its_own_message(env: Path, mo
 
     res = materialize([counted], resources={"io_manager": WarehouseIOManager()},
                       instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    return res, ran
+
+
+def test_directory_db_fails_at_resource_setup_with_its_own_message(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not "DagsterExecutionHandleOutputError: Error occurred while handling output" after the step ran."""
+    monkeypatch.setenv("EVALMISLEAD_DB", str(env))
+    res, ran = _materialize_counting_steps()
     assert not res.success and not ran
     errors = [e.event_specific_data.error for e in res.all_events
               if e.event_type_value in ("RESOURCE_INIT_FAILURE", "RUN_FAILURE") and e.event_specific_data]
@@ -255,15 +261,7 @@ def test_cli_failure_line_names_the_innermost_cause_not_the_dagster_wrapper(env:
 
 def test_bad_worker_count_fails_a_dagster_run_before_its_first_step(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVALMISLEAD_SANDBOX_WORKERS", "abc")
-    ran: list[int] = []
-
-    @asset(name="problems")
-    def counted() -> pd.DataFrame:
-        ran.append(1)
-        return pd.DataFrame({"task_id": ["Python/0"], "problem_idx": [0]})
-
-    res = materialize([counted], resources={"io_manager": WarehouseIOManager()},
-                      instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    res, ran = _materialize_counting_steps()
     assert not res.success and not ran
 
 
