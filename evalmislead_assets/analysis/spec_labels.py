@@ -42,6 +42,8 @@ REVIEW_COLUMNS = [
 ]
 
 
+JUDGE_CALL_FAILED = "judge call failed"  # judge_error prefix of a server error (not a parse error)
+
 def bug_diff(buggy_code: str, fixed_code: str) -> str:
     """Unified diff buggy -> fixed with the whole function as context."""
     a, b = buggy_code.splitlines(), fixed_code.splitlines()
@@ -140,7 +142,7 @@ def judge_specs(
         row["judge_finish_reason"] = getattr(res, "finish_reason", None)
         row["judge_text"] = getattr(res, "text", None)
         if getattr(res, "error", None):
-            row["judge_error"] = f"judge call failed: {res.error}"
+            row["judge_error"] = f"{JUDGE_CALL_FAILED}: {res.error}"
             continue
         parsed = parse_judge_answer(res.text)
         row["judge_transcribes_bug"], row["judge_states_correct"] = parsed.transcribes_bug, parsed.states_correct

@@ -168,11 +168,10 @@ def spec_labels(
     sec = plan.section("spec_labels")
     specs = model_specs
     judged = sl.judge_specs(specs, problems, judge_llm, wh, log=context.log)
-    failed = judged[judged["judge_error"].fillna("").str.startswith("judge call failed")]
-    line = batch_errors_line("spec_labels (judge)", [str(t) for t in judged["task_id"]],
-                             [e if str(e or "").startswith("judge call failed") else None for e in judged["judge_error"]])
+    call_errors = [e if str(e or "").startswith(sl.JUDGE_CALL_FAILED) else None for e in judged["judge_error"]]
+    line = batch_errors_line("spec_labels (judge)", [str(t) for t in judged["task_id"]], call_errors)
     if line:  # a failing judge server is not a label: the step fails, good answers stay cached
-        raise Failure(description=line, metadata={"errors": len(failed)})
+        raise Failure(description=line, metadata={"errors": sum(e is not None for e in call_errors)})
     path = settings.review_csv_path()
     added = sl.write_review_csv(
         path, sl.review_sample(specs, int(sec.get("review_sample_size", 20)), int(sec.get("review_seed", plan.seed))),
