@@ -91,6 +91,19 @@ def _start(name: str, cmd: list[str], env: Mapping[str, str], log_dir: Path) -> 
         log.close()
 
 
+def _create_storage(env: Mapping[str, str], log_dir: Path) -> None:
+    """Create the instance's SQLite storage before the services start: a webserver and a daemon
+    started together on a fresh home both create it, and the loser of that race exits with
+    "table alembic_version already exists" (seen once in CI)."""
+    result = subprocess.run(
+        [str(BIN / "dagster"), "instance", "migrate"], cwd=PROJECT_ROOT, env=dict(env),
+        capture_output=True, text=True, timeout=300,
+    )
+    (log_dir / "instance_migrate.log").write_text(result.stdout + result.stderr)
+    if result.returncode != 0:
+        raise RuntimeError(f"dagster instance migrate failed ({result.returncode}):\n{result.stderr[-2000:]}")
+
+
 def _wait_ready(svc: DagsterServices, daemon: bool, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     client = svc.client(timeout_s=10)
@@ -144,6 +157,7 @@ def dagster_services(
     svc = DagsterServices(home, f"http://127.0.0.1:{port}", full_env, log_dir)
     workspace = str(PROJECT_ROOT / "workspace.yaml")
     try:
+        _create_storage(full_env, log_dir)
         svc.procs["webserver"] = _start(
             "webserver",
             [str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port), "-w", workspace],
