@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalmislead_assets import settings
 from evalmislead_assets.settings import ConfigError
+
+if TYPE_CHECKING:
+    from evalmislead_assets.study.models import Study
 
 # A DuckDB database file starts with a checksum (8 bytes), then the magic bytes "DUCK".
 DUCKDB_MAGIC = b"DUCK"
@@ -66,9 +70,31 @@ def check_input_files() -> None:
         spec_labels.read_review_csv(review)
 
 
+def check_models(study: "Study") -> None:
+    """Each model the embedded server would load is there: a bundled model's packages are installed (the
+    1.5B only with `scripts/bootstrap.sh --model-1.5b`), a gguf file exists. Servers given by URL are not
+    contacted here (a run reports an unreachable one with its URL)."""
+    from evalmislead_assets.llm import embedded_model
+
+    if settings.llm_urls() or settings.embedded_model_override():
+        return  # a one-model study pointed elsewhere
+    for m in study.models:
+        if m.urls:
+            continue
+        if m.bundled:
+            bundled = embedded_model.bundled(m.bundled)
+            if not embedded_model.installed(bundled):
+                raise ConfigError(f"model {m.name}: the bundled {bundled.name} is not installed; {bundled.install_hint()}")
+        elif m.gguf and not Path(m.gguf).expanduser().is_file():
+            raise ConfigError(f"model {m.name}: gguf file {m.gguf} is missing; fix its path in {study.source}")
+
+
 def check_before_run(db: Path | None = None) -> settings.Settings:
     """Every setting, the DB path (``db`` or EVALMISLEAD_DB) and the input files; returns the settings."""
     cfg = settings.load()
+    from evalmislead_assets import study_models
+
+    check_models(study_models.check())  # the study file, the model selection, each model's file
     check_db_path(Path(db) if db is not None else cfg.db)
     check_input_files()
     return cfg

@@ -1,8 +1,23 @@
-"""The one Definitions object: assets, checks, resources, jobs."""
+"""The one Definitions object: assets, checks, resources, jobs, built from the study file.
+
+Models as data (issue 19). Dagster gives an asset at most two partition dimensions, and
+condition x thinking uses both, so the model axis is the asset key: every per-model asset is built
+once per model of the study (study.toml), with the model's key as prefix and its own group
+(``qwen2_5_coder_1_5b/test_generations``, group ``qwen2_5_coder_1_5b``). Each model's assets keep the
+condition x thinking partitions, so backfilling thinking=on is one selection, for one model (its group)
+or for all. A study of one model keeps the keys unprefixed and the groups by stage, exactly as before.
+The model-free assets (problems, problem_validation, mutants) exist once and feed every model; the
+cross-model assets (assets/models.py) read every model's tables. The IO manager scopes each model's
+rows by its ``model_name`` (resources/io_manager.py).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from types import ModuleType
+
 from dagster import (
+    AssetChecksDefinition,
     AssetsDefinition,
     AssetSpec,
     Definitions,
@@ -16,16 +31,21 @@ from evalmislead_assets.assets import coverage as coverage_assets
 from evalmislead_assets.assets import determinism as determinism_assets
 from evalmislead_assets.assets import execution as execution_assets
 from evalmislead_assets.assets import generation as generation_assets
+from evalmislead_assets.assets import models as model_assets
+from evalmislead_assets.assets import mutants as mutants_assets
 from evalmislead_assets.assets import mutation as mutation_assets
 from evalmislead_assets.assets import problems as problems_assets
-from evalmislead_assets.jobs import JOBS
-from evalmislead_assets import settings
+from evalmislead_assets.jobs import jobs_for
+from evalmislead_assets import settings, study_models
 from evalmislead_assets.store import schema
 from evalmislead_assets.dagster_metadata import column_schema_metadata
 from evalmislead_assets.resources import EmbeddedServerResource, LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.study.models import ModelSpec, Study
 
-_MODULES = [problems_assets, generation_assets, execution_assets, analysis_assets, determinism_assets,
-            coverage_assets, mutation_assets]
+MODEL_FREE_MODULES: list[ModuleType] = [problems_assets, mutants_assets]
+PER_MODEL_MODULES: list[ModuleType] = [generation_assets, execution_assets, analysis_assets, determinism_assets,
+                                       coverage_assets, mutation_assets]
+MODEL_METADATA = "evalmislead/model"
 
 # One embedded llama-server per run, shared by `llm` and `judge_llm`, started only when a
 # request misses the cache and no URL is configured, stopped when the run ends.
@@ -38,26 +58,60 @@ def _with_column_schema(spec: AssetSpec) -> AssetSpec:
     return spec.merge_attributes(metadata=column_schema_metadata(table)) if table in schema.TABLES else spec
 
 
-def _assets() -> list[AssetsDefinition]:
+def _naming(model: ModelSpec, group: str | None):  # noqa: ANN202
+    """The model's name in each spec's metadata and tags; its own group when the study has several."""
+    def name(spec: AssetSpec) -> AssetSpec:
+        spec = spec.merge_attributes(metadata={MODEL_METADATA: model.name}, tags={"evalmislead/model": model.key})
+        return spec.replace_attributes(group_name=group) if group else spec
+    return name
+
+
+def _finish(loaded: Sequence[object], model: ModelSpec | None = None, group: str | None = None) -> list[AssetsDefinition]:
     out = []
-    for a in load_assets_from_modules(_MODULES):
-        out.append(a.map_asset_specs(_with_column_schema) if isinstance(a, AssetsDefinition) else a)
+    for a in loaded:
+        if isinstance(a, AssetsDefinition):
+            a = a.map_asset_specs(_with_column_schema)
+            if model is not None:
+                a = a.map_asset_specs(_naming(model, group))
+        out.append(a)
     return out
 
 
-defs = Definitions(
-    assets=_assets(),
-    asset_checks=load_asset_checks_from_modules(_MODULES),
-    resources={
-        "warehouse": WarehouseResource(),
-        # asset DataFrames in and out of the same DuckDB file, by partition; loads are read-only
-        "io_manager": WarehouseIOManager(),
-        "embedded_server": embedded_server,
-        "llm": LLMResource(embedded_server=embedded_server),
-        "judge_llm": LLMResource(urls=settings.judge_url(), embedded_server=embedded_server),
-    },
-    jobs=JOBS,
-    # One process per run: steps share the LLM resource (and the embedded server) and
-    # skip a process start each; a cached chain run took 4 s instead of 15.5 s.
-    executor=in_process_executor,
-)
+def model_assets_for(study: Study) -> tuple[list[AssetsDefinition], list[AssetChecksDefinition]]:
+    """Every per-model asset and check, once per model (prefixed when the study has several)."""
+    assets: list[AssetsDefinition] = []
+    checks: list[AssetChecksDefinition] = []
+    for model in study.models:
+        if study.prefixed:
+            loaded = load_assets_from_modules(PER_MODEL_MODULES, key_prefix=model.key)
+            model_checks = load_asset_checks_from_modules(PER_MODEL_MODULES, asset_key_prefix=model.key)
+        else:
+            loaded = load_assets_from_modules(PER_MODEL_MODULES)
+            model_checks = load_asset_checks_from_modules(PER_MODEL_MODULES)
+        assets += _finish(loaded, model, group=model.key if study.prefixed else None)
+        checks += list(model_checks)
+    return assets, checks
+
+
+def build(study: Study) -> Definitions:
+    per_model, per_model_checks = model_assets_for(study)
+    cross = model_assets.build(study)
+    return Definitions(
+        assets=[*_finish(load_assets_from_modules(MODEL_FREE_MODULES)), *per_model, *_finish(cross)],
+        asset_checks=[*load_asset_checks_from_modules(MODEL_FREE_MODULES), *per_model_checks],
+        resources={
+            "warehouse": WarehouseResource(),
+            # asset DataFrames in and out of the same DuckDB file, by partition and model; loads are read-only
+            "io_manager": WarehouseIOManager(),
+            "embedded_server": embedded_server,
+            "llm": LLMResource(embedded_server=embedded_server),
+            "judge_llm": LLMResource(urls=settings.judge_url(), embedded_server=embedded_server),
+        },
+        jobs=jobs_for(study),
+        # One process per run: steps share the LLM resource (and the embedded server) and
+        # skip a process start each; a cached chain run took 4 s instead of 15.5 s.
+        executor=in_process_executor,
+    )
+
+
+defs = build(study_models.study())

@@ -2,42 +2,62 @@
 
 Asset keys are named, not imported, so this module loads before the asset modules
 it selects; `Definitions` resolves the selections and infers each job's partitions
-(model_specs_job: thinking; generation_chain_job: condition x thinking).
+(model_specs_job: thinking; generation_chain_job: condition x thinking). With several models
+(study.toml) the two jobs select every model's assets, and each model has its own pair too.
 """
 
-from dagster import AssetSelection, define_asset_job, in_process_executor
+from dagster import AssetKey, AssetSelection, define_asset_job, in_process_executor
 
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.partitions import partition_key
+from evalmislead_assets.study.models import ModelSpec, Study
 
 # The generation-to-outcome chain, in dependency order.
 SPEC_ASSETS: list[str] = ["model_specs"]
 CHAIN_ASSETS: list[str] = ["test_generations", "generated_tests", "test_outcomes"]
 GENERATION_ASSETS: list[str] = SPEC_ASSETS + CHAIN_ASSETS
 
+def model_keys(study: Study, names: list[str], model: ModelSpec | None = None) -> list[AssetKey]:
+    """The keys of ``names`` for one model (default: every model of the study)."""
+    models = [model] if model is not None else list(study.models)
+    return [AssetKey([m.key, n]) if study.prefixed else AssetKey(n) for m in models for n in names]
+
+
 # The chain's steps run one after the other, so these jobs run them inside the run's own
 # process: a step subprocess per asset (the multiprocess default) costs an interpreter
 # start and an import of the project per step; measured here, a cached chain run took
 # 15.5 s that way and 4.0 s in process.
-model_specs_job = define_asset_job(
-    "model_specs_job",
-    selection=AssetSelection.assets(*SPEC_ASSETS),
-    description="Model-written specs for one thinking mode (partition 'off' or 'on').",
-    executor_def=in_process_executor,
-)
+def _jobs(study: Study, model: ModelSpec | None) -> list:
+    prefix = f"{model.key}__" if model is not None else ""
+    whose = f" of model {model.name}" if model is not None else (" of every model" if study.prefixed else "")
+    return [
+        define_asset_job(
+            f"{prefix}model_specs_job",
+            selection=AssetSelection.assets(*model_keys(study, SPEC_ASSETS, model)),
+            description=f"Model-written specs{whose} for one thinking mode (partition 'off' or 'on').",
+            executor_def=in_process_executor,
+        ),
+        define_asset_job(
+            f"{prefix}generation_chain_job",
+            selection=AssetSelection.assets(*model_keys(study, CHAIN_ASSETS, model)),
+            description=(
+                f"test_generations -> generated_tests -> test_outcomes{whose} for one condition|thinking "
+                f"partition. Backfill only thinking=on with: dagster job backfill -j {prefix}generation_chain_job "
+                '--partitions "$(python -m evalmislead_assets.jobs on)"'
+            ),
+            executor_def=in_process_executor,
+        ),
+    ]
 
-generation_chain_job = define_asset_job(
-    "generation_chain_job",
-    selection=AssetSelection.assets(*CHAIN_ASSETS),
-    description=(
-        "test_generations -> generated_tests -> test_outcomes for one condition|thinking partition. "
-        "Backfill only thinking=on with: dagster job backfill -j generation_chain_job "
-        '--partitions "$(python -m evalmislead_assets.jobs on)"'
-    ),
-    executor_def=in_process_executor,
-)
 
-JOBS: list = [model_specs_job, generation_chain_job]
+def jobs_for(study: Study) -> list:
+    """model_specs_job and generation_chain_job (every model); with several models, also one pair per
+    model (``<model key>__generation_chain_job``)."""
+    out = _jobs(study, None)
+    if study.prefixed:
+        for model in study.models:
+            out += _jobs(study, model)
+    return out
 
 
 def _check_mode(mode: str) -> str:

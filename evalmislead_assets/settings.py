@@ -228,6 +228,24 @@ def llm_deadline_s() -> float:
     return float(_int_env("EVALMISLEAD_LLM_DEADLINE_S", DEFAULT_LLM_DEADLINE_S))
 
 
+def study_path() -> Path:
+    """EVALMISLEAD_STUDY: the study file listing the models (default study.toml in the project)."""
+    return _path_env("EVALMISLEAD_STUDY", PROJECT_ROOT / "study.toml")
+
+
+def model_selection() -> list[str] | None:
+    """EVALMISLEAD_MODELS: comma-separated model names to run (the study file's or bundled ones); None: all."""
+    raw = os.environ.get("EVALMISLEAD_MODELS", "").strip()
+    if not raw:
+        return None
+    return [n.strip() for n in raw.split(",") if n.strip()]
+
+
+def set_model_selection(names: str) -> None:
+    """`evalmislead run --models a,b`: the models this process runs (read by study_models)."""
+    os.environ["EVALMISLEAD_MODELS"] = names
+
+
 def judge_url() -> str:
     """EVALMISLEAD_JUDGE_URL: the spec judge's server(s), comma-separated; empty = the `llm` resource's."""
     return os.environ.get("EVALMISLEAD_JUDGE_URL", "").strip()

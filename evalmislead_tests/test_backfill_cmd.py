@@ -100,3 +100,52 @@ def test_client_asset_selection_with_partition_names(webserver: DagsterServices)
         for asset in CHAIN_ASSETS:
             assert sorted(client.targeted_partitions(backfill_id, asset)) == sorted(thinking_partition_keys("on"))
         assert client.backfill_runs(backfill_id) == []  # nothing runs without the daemon
+
+
+# ---------------------------------------------------------------- a study of two models (issue 19)
+
+TWO_MODELS = (
+    '[[models]]\nname = "alpha"\nurls = ["http://127.0.0.1:9"]\n\n'
+    '[[models]]\nname = "beta-1.5"\nurls = ["http://127.0.0.1:9"]\n'
+)
+
+
+@pytest.fixture(scope="module")
+def two_model_webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterServices]:
+    base = tmp_path_factory.mktemp("backfill_two_models")
+    (base / "study.toml").write_text(TWO_MODELS)
+    env = {"EVALMISLEAD_DB": str(base / "study.duckdb"), "EVALMISLEAD_STUDY": str(base / "study.toml")}
+    with dagster_services(base, env, daemon=False) as svc:
+        yield svc
+
+
+def test_backfill_of_one_models_thinking_on(
+    two_model_webserver: DagsterServices, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`evalmislead backfill --thinking on --models beta-1.5`: that model's thinking=on partitions, nothing of alpha's."""
+    assert main(["backfill", "--thinking", "on", "--models", "beta-1.5", "--url", two_model_webserver.url,
+                 "--no-wait"]) == 0
+    backfill_id = _launched_id(capsys.readouterr().out)
+    with two_model_webserver.client() as client:
+        targeted = {a.asset: a.targeted for a in client.backfill(backfill_id).assets}
+        assert targeted == {"beta_1_5/model_specs": 1, **{f"beta_1_5/{a}": 6 for a in CHAIN_ASSETS}}
+        assert sorted(client.targeted_partitions(backfill_id, "beta_1_5/test_generations")) == sorted(
+            thinking_partition_keys("on"))
+    # without --models: every model's
+    assert main(["backfill", "--thinking", "on", "--url", two_model_webserver.url, "--no-wait"]) == 0
+    backfill_id = _launched_id(capsys.readouterr().out)
+    with two_model_webserver.client() as client:
+        assets = {a.asset for a in client.backfill(backfill_id).assets}
+        assert assets == {f"{m}/{a}" for m in ("alpha", "beta_1_5") for a in ("model_specs", *CHAIN_ASSETS)}
+    assert main(["backfill", "--thinking", "on", "--models", "gamma", "--url", two_model_webserver.url]) == 2
+    assert "the webserver's models are ['alpha', 'beta_1_5']" in capsys.readouterr().err
+
+
+def test_ui_selection_of_one_models_group_backfills_only_it(two_model_webserver: DagsterServices) -> None:
+    """What the UI sends for one model's group with partition 'on': its assets only, every *|on partition."""
+    with two_model_webserver.client() as client:
+        keys = ["alpha/model_specs", *(f"alpha/{a}" for a in CHAIN_ASSETS)]
+        backfill_id = client.launch_asset_backfill(keys, ["on"], title="alpha on")
+        assert {a.asset for a in client.backfill(backfill_id).assets} == set(keys)
+        assert sorted(client.targeted_partitions(backfill_id, "alpha/test_outcomes")) == sorted(
+            thinking_partition_keys("on"))

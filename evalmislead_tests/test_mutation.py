@@ -389,6 +389,7 @@ def test_same_files_score_beside_all_estimable(tmp_path):
 def test_assets_materialize_mutants_and_a_partition(seeded_warehouse, monkeypatch):
     from dagster import DagsterInstance, materialize
 
+    from evalmislead_assets.assets import mutants as mutant_assets
     from evalmislead_assets.assets import mutation as assets
     from evalmislead_assets.partitions import partition_key
     from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
@@ -398,10 +399,10 @@ def test_assets_materialize_mutants_and_a_partition(seeded_warehouse, monkeypatc
     monkeypatch.setenv("EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE", "9")
     wh = seeded_warehouse
     res = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()}
-    assert materialize(with_stored([assets.mutants]), resources=res, instance=DagsterInstance.ephemeral()).success
+    assert materialize(with_stored([mutant_assets.mutants]), resources=res, instance=DagsterInstance.ephemeral()).success
     muts = wh.read_table("mutants", order_by="mutant_id")
     assert set(muts["task_id"]) == {"Python/30"} and len(muts) == 6 and muts["oracle_killed"].all()
-    again = materialize(with_stored([assets.mutants]), resources=res, instance=DagsterInstance.ephemeral())
+    again = materialize(with_stored([mutant_assets.mutants]), resources=res, instance=DagsterInstance.ephemeral())
     assert again.success and wh.read_table("mutants", order_by="mutant_id").equals(muts)  # deterministic
 
     gen = pd.DataFrame({

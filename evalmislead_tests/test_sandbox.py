@@ -169,7 +169,7 @@ def _sandbox_processes() -> list[str]:
         except OSError:
             continue
         uid = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("Uid:")))
-        if uid >= sandbox._UID_BASE or "MARKER" in cmdline:
+        if uid >= sandbox.UID_BASE or "MARKER" in cmdline:
             found.append(f"{pid} uid={uid} {cmdline[:80]}")
     return found
 

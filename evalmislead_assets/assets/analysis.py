@@ -18,7 +18,9 @@ from evalmislead_assets.report import build as rp
 from evalmislead_assets.analysis import spec_labels as sl
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.llm.errors import batch_errors_line
+from evalmislead_assets.assets.model_scope import model_path, model_where
 from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.store.schema import MODEL_COLUMN
 
 GROUP = "analysis"
 # The three upstream tables every analysis reads, all partitions (the assets are unpartitioned),
@@ -35,7 +37,7 @@ UPSTREAM = {
 CODE_VERSION = "analysis-2"  # issue 10: zero-test rules, matched thinking-on comparisons, new columns
 
 
-def _code_version(*files: str) -> str:
+def plan_code_version(*files: str) -> str:
     """Code version + plan hash (+ hashes of the prompt files an asset reads): a change marks it stale."""
     try:
         plan = an.load_plan()
@@ -47,7 +49,7 @@ def _code_version(*files: str) -> str:
     return "+".join([CODE_VERSION, *parts])
 
 
-_VERSION = _code_version()
+_VERSION = plan_code_version()
 
 
 def _coverage(*frames: pd.DataFrame) -> dict[str, MetadataValue]:
@@ -150,7 +152,7 @@ def thinking_comparisons(
     })
 
 
-@asset(group_name=GROUP, code_version=_code_version("spec_judge.md"),
+@asset(group_name=GROUP, code_version=plan_code_version("spec_judge.md"),
        ins={"model_specs": AssetIn(metadata={"columns": ["thinking", "task_id", "problem_idx", "spec_text", "error"],
                                              "order_by": "thinking, problem_idx"}),
             "problems": AssetIn(metadata={"columns": ["task_id", "problem_idx", "entry_point", "buggy_code",
@@ -172,7 +174,7 @@ def spec_labels(
     line = batch_errors_line("spec_labels (judge)", [str(t) for t in judged["task_id"]], call_errors)
     if line:  # a failing judge server is not a label: the step fails, good answers stay cached
         raise Failure(description=line, metadata={"errors": sum(e is not None for e in call_errors)})
-    path = settings.review_csv_path()
+    path = model_path(context, settings.review_csv_path())
     added = sl.write_review_csv(
         path, sl.review_sample(specs, int(sec.get("review_sample_size", 20)), int(sec.get("review_seed", plan.seed))),
         problems)
@@ -182,9 +184,10 @@ def spec_labels(
     agree = sl.agreement(labels)
     agree.insert(0, "plan_sha256", plan.sha256)
     splits = an.spec_label_splits(test_outcomes, test_generations, generated_tests, labels, plan)
-    # side tables through the warehouse; spec_labels itself through the IO manager
-    wh.replace_rows("spec_label_agreement", agree)
-    wh.replace_rows("spec_label_splits", splits)
+    # side tables through the warehouse (this model's rows only); spec_labels itself through the IO manager
+    mine = model_where(context)
+    wh.replace_rows("spec_label_agreement", agree.assign(**mine), where=mine)
+    wh.replace_rows("spec_label_splits", splits.assign(**mine), where=mine)
     for n in notes:
         context.log.warning(n)
     cats = sl.category_counts(labels)
@@ -197,7 +200,7 @@ def spec_labels(
     })
 
 
-@asset(group_name=GROUP, code_version=_code_version("reasoning_keywords.txt"),
+@asset(group_name=GROUP, code_version=plan_code_version("reasoning_keywords.txt"),
        ins={"test_generations": AssetIn(metadata={"columns": [
            "condition", "thinking", "task_id", "problem_idx", "reasoning_text", "response_text"]}),
            "test_outcomes": UPSTREAM["test_outcomes"]},
@@ -217,9 +220,10 @@ def reasoning_mentions(
 
     gens, outcomes = _cell(test_generations), _cell(test_outcomes)
     answers, matches, summary = an.reasoning_mentions(gens, outcomes, keywords, plan)
-    # side tables through the warehouse; reasoning_mentions itself through the IO manager
-    wh.replace_rows("reasoning_mention_matches", matches)
-    wh.replace_rows("reasoning_mention_summary", summary)
+    # side tables through the warehouse (this model's rows only); reasoning_mentions itself through the IO manager
+    mine = model_where(context)
+    wh.replace_rows("reasoning_mention_matches", matches.assign(**mine), where=mine)
+    wh.replace_rows("reasoning_mention_summary", summary.assign(**mine), where=mine)
     note = "" if len(gens) else f"no {cond}|{thinking} answers stored: materialize that partition to fill this table"
     if note:
         context.log.warning(note)
@@ -252,9 +256,11 @@ def study_report(context: AssetExecutionContext, warehouse: WarehouseResource, *
     plan = an.load_plan()
     wh = warehouse.get()
     frames = dict(inputs)
-    frames.update({t: wh.read_table(t, read_only=True) for t in REPORT_SIDE_TABLES})
+    mine = model_where(context)
+    frames.update({t: wh.read_table(t, where=mine, read_only=True).drop(columns=MODEL_COLUMN)
+                   for t in REPORT_SIDE_TABLES})
     data = rp.load_data(frames)
-    written = rp.write(rp.build(data, plan), settings.report_dir())
+    written = rp.write(rp.build(data, plan), model_path(context, settings.report_dir()))
     context.log.info(f"study report written to {written.html_path}")
     # files, not a table: nothing for the IO manager to store
     return MaterializeResult(metadata={

@@ -14,6 +14,7 @@ from evalmislead_assets.analysis import determinism as det
 from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.report.sections import determinism as determinism_section
 from evalmislead_assets import settings
+from evalmislead_assets.assets.model_scope import model_of
 from evalmislead_assets.assets.execution import (
     PROBLEMS_IN,
     ExecutionConfig,
@@ -88,7 +89,8 @@ def determinism_probe(
                                            "status": "not run: no stored answer"})
     context.log.info(f"determinism_probe: re-sending {len(drawn)} stored requests (seed {config.seed}), cache bypassed")
     try:
-        results, stats = llm.run_batch_with_stats(wh, det.probe_requests(drawn), log=context.log, bypass_cache=True)
+        results, stats = llm.run_batch_with_stats(wh, det.probe_requests(drawn), log=context.log, bypass_cache=True,
+                                                  model=model_of(context))
     except LLMUnreachable as exc:
         raise Failure(description=str(exc)) from None
     line = batch_errors_line("determinism_probe", [str(t) for t in drawn["task_id"]], [r.error for r in results])

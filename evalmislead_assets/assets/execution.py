@@ -20,6 +20,7 @@ from evalmislead_assets import settings
 from evalmislead_assets.execution import cells as scoring
 from evalmislead_assets.execution.collection import CollectRequest, collect_modules, stored_test_ids
 from evalmislead_assets.execution.extraction import defined_names, extract
+from evalmislead_assets.assets.model_scope import model_sql
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S, Isolation, Limits, Sandbox
 from evalmislead_assets.resources import WarehouseResource
@@ -242,14 +243,16 @@ def test_outcomes(
 
 
 def _scope(context: AssetCheckExecutionContext) -> tuple[str, list[Any]]:
-    """SQL filter on the partition being checked, or on all partitions when the check has none."""
+    """SQL filter on the checked model's rows of the partition being checked (all its partitions when
+    the check has none)."""
+    model, params = model_sql(context)
     try:
         if context.has_partition_key:
             condition, thinking = split_key(context.partition_key)
-            return " WHERE condition = ? AND thinking = ?", [condition, thinking]
+            return f" WHERE {model} AND condition = ? AND thinking = ?", [*params, condition, thinking]
     except Exception:  # unpartitioned check run: check everything
         pass
-    return "", []
+    return f" WHERE {model}", params
 
 
 @asset_check(asset=test_outcomes, description="Every test has valid statuses and lands in exactly one of the four "
@@ -282,12 +285,13 @@ def every_test_in_one_cell(context: AssetCheckExecutionContext, warehouse: Wareh
              "(a partition with answers but no outcome rows fails).")
 def outcomes_for_every_answer(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
     where, params = _scope(context)
+    model, model_params = model_sql(context)
     wh = warehouse.get()
     missing = wh.query_df(
         f"SELECT g.condition, g.thinking, g.task_id, g.n_tests FROM (SELECT * FROM generated_tests{where}) g "
-        "LEFT JOIN (SELECT DISTINCT condition, thinking, task_id FROM test_outcomes) o "
+        f"LEFT JOIN (SELECT DISTINCT condition, thinking, task_id FROM test_outcomes WHERE {model}) o "
         "USING (condition, thinking, task_id) WHERE g.n_tests > 0 AND o.task_id IS NULL "
-        "ORDER BY g.condition, g.thinking, g.task_id", params)
+        "ORDER BY g.condition, g.thinking, g.task_id", [*params, *model_params])
     partitions = sorted({f"{c}|{t}" for c, t in zip(missing["condition"], missing["thinking"])})
     return AssetCheckResult(passed=missing.empty, metadata={
         "answers_without_outcomes": len(missing),

@@ -11,6 +11,7 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
+    AssetKey,
     Config,
     Failure,
     MaterializeResult,
@@ -22,7 +23,9 @@ from dagster import (
 from evalmislead_assets.study import problems as problem_data
 from evalmislead_assets import settings
 from evalmislead_assets.llm import prompts
+from evalmislead_assets.assets.model_scope import model_of
 from evalmislead_assets.assets.problems import STUDY_PROBLEM_INS
+from evalmislead_assets.study.models import ModelSpec
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
@@ -44,15 +47,16 @@ class GenerationConfig(Config):
     grammar: Optional[str] = None  # GBNF constraint sent to llama-server (tests use it to force <think> output)
 
 
-def _max_tokens(config: GenerationConfig, thinking: str) -> int:
-    return config.max_tokens or settings.max_tokens(thinking)
+def _max_tokens(config: GenerationConfig, thinking: str, model: Optional[ModelSpec] = None) -> int:
+    """The launchpad's cap, else the model's own (study.toml), else EVALMISLEAD_MAX_TOKENS_OFF / _ON."""
+    return config.max_tokens or (model.max_tokens(thinking) if model else None) or settings.max_tokens(thinking)
 
 
 def _requests(
     asset_name: str, condition: Optional[str], thinking: str, problems: pd.DataFrame,
-    rendered: list[prompts.Rendered], config: GenerationConfig,
+    rendered: list[prompts.Rendered], config: GenerationConfig, model: Optional[ModelSpec] = None,
 ) -> list[ChatRequest]:
-    max_tokens = _max_tokens(config, thinking)
+    max_tokens = _max_tokens(config, thinking, model)
     extra = {"grammar": config.grammar} if config.grammar else {}
     return [
         ChatRequest(
@@ -112,7 +116,7 @@ def _metadata(results: list[ChatResult], stats: BatchStats, template_sha: str, m
     }
 
 
-def thinking_check(asset_name: str, thinking: str, results: list[ChatResult]) -> AssetCheckResult:
+def thinking_check(asset_key: AssetKey | str, thinking: str, results: list[ChatResult]) -> AssetCheckResult:
     answered = [r for r in results if not r.error]
     with_reasoning = sum(1 for r in answered if r.reasoning_present)
     if thinking == "off":
@@ -124,7 +128,7 @@ def thinking_check(asset_name: str, thinking: str, results: list[ChatResult]) ->
         text = (f"{with_reasoning} of {len(answered)} thinking-on answers carry reasoning"
                 + ("" if passed else ": the server or model ignored enable_thinking=true"))
     return AssetCheckResult(
-        asset_key=asset_name, check_name=THINKING_CHECK, passed=passed, severity=AssetCheckSeverity.ERROR,
+        asset_key=asset_key, check_name=THINKING_CHECK, passed=passed, severity=AssetCheckSeverity.ERROR,
         description=text, metadata={"answers": len(answered), "with_reasoning": with_reasoning, "thinking": thinking},
     )
 
@@ -135,13 +139,15 @@ def _generate(
 ) -> tuple[pd.DataFrame, list[ChatResult], BatchStats]:
     if problems.empty:
         raise Failure(f"{asset_name}: no validated problem in EVALMISLEAD_PROBLEMS; widen the subset")
-    requests = _requests(asset_name, condition, thinking, problems, rendered, config)
+    model = model_of(context)
+    requests = _requests(asset_name, condition, thinking, problems, rendered, config, model)
     context.log.info(
-        f"{asset_name}[{condition or '-'}|{thinking}]: {len(requests)} problems, max_tokens {requests[0].max_tokens}, "
+        f"{asset_name}[{condition or '-'}|{thinking}] of {model.name}: {len(requests)} problems, "
+        f"max_tokens {requests[0].max_tokens}, "
         f"template {rendered[0].template_name} sha256 {rendered[0].template_sha256[:12]}"
     )
     try:
-        results, stats = llm.run_batch_with_stats(wh, requests, log=context.log)
+        results, stats = llm.run_batch_with_stats(wh, requests, log=context.log, model=model)
     except LLMUnreachable as exc:  # answers received so far are in llm_cache; the partition keeps its old rows
         raise Failure(description=str(exc)) from None
     _fail_on_errors(f"{asset_name}[{condition or '-'}|{thinking}]", requests, results)
@@ -178,11 +184,11 @@ def model_specs(
     df, results, stats = _generate(context, wh, llm, "model_specs", None, thinking, problems, rendered, config)
     df.insert(0, "thinking", thinking)
     df["spec_text"] = text_column([None if r.error else prompts.extract_spec(r.text) for r in results])
-    metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking))
+    metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking, model_of(context)))
     metadata["empty_specs"] = int(sum(1 for s in df["spec_text"] if not s))
     # the partition's rows are replaced by the IO manager (one transaction)
     return MaterializeResult(value=df, metadata=metadata,
-                             check_results=[thinking_check("model_specs", thinking, results)])
+                             check_results=[thinking_check(context.asset_key, thinking, results)])
 
 
 def _specs_for(specs: pd.DataFrame, thinking: str, task_ids: list[str]) -> dict[str, str]:
@@ -271,8 +277,8 @@ def test_generations(
         df = pd.concat([df, skipped], ignore_index=True).sort_values("problem_idx", kind="stable")
     df.insert(0, "thinking", thinking)
     df.insert(0, "condition", condition)
-    metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking))
+    metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking, model_of(context)))
     metadata["empty_model_specs"] = len(skipped)
     # the partition's rows are replaced by the IO manager (one transaction)
     return MaterializeResult(value=df, metadata=metadata,
-                             check_results=[thinking_check("test_generations", thinking, results)])
+                             check_results=[thinking_check(context.asset_key, thinking, results)])

@@ -1,6 +1,7 @@
-"""mutants (unpartitioned) and mutation_scores [condition x thinking]: how well each generated test file
-tells the fixed function from its mutants. The logic is in evalmislead_assets.mutation.mutator (the mutator) and
-evalmislead_assets.mutation.scoring (oracle flags, kill rule, score)."""
+"""mutation_scores [condition x thinking] (one per model): how well each generated test file tells the
+fixed function from its mutants (the mutants themselves: assets/mutants.py). The logic is in
+evalmislead_assets.mutation.mutator (the mutator) and evalmislead_assets.mutation.scoring (oracle flags,
+kill rule, score)."""
 
 import time
 from typing import Optional
@@ -19,29 +20,16 @@ from dagster import (
 )
 
 from evalmislead_assets import settings
-from evalmislead_assets.mutation import mutator as mutation
 from evalmislead_assets.report.sections import mutation_score as mutation_report
 from evalmislead_assets.mutation import scoring as ms
-from evalmislead_assets.assets.problems import STUDY_PROBLEM_INS
 from evalmislead_assets.assets.execution import ExecutionConfig, isolation_note, make_sandbox
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
-from evalmislead_assets.study.problems import study_problems_from
 from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S
 from evalmislead_assets.resources import WarehouseResource
-from evalmislead_assets.execution.oracle_validation import ORACLE_TIMEOUT_S
+from evalmislead_assets.assets.model_scope import model_sql, model_where
+from evalmislead_assets.assets.mutants import CODE_VERSION, GROUP
 
-GROUP = "mutation"
-CODE_VERSION = f"{mutation.MUTATOR_VERSION}+cap{mutation.MAX_MUTANTS_PER_PROBLEM}+seed{mutation.SAMPLE_SEED}"
 SCORES_CODE_VERSION = CODE_VERSION + "+timeout-kill-half+run-cap"  # the kill rule of mutation_scoring
-
-
-class MutantsConfig(Config):
-    """Launchpad settings of the mutants asset."""
-
-    cap: int = mutation.MAX_MUTANTS_PER_PROBLEM  # mutants per problem; a seeded sample when there are more
-    seed: int = mutation.SAMPLE_SEED
-    oracle_timeout_s: float = ORACLE_TIMEOUT_S  # per mutant, as for problem_validation
-    workers: Optional[int] = None  # oracle processes at once; None: as problem_validation
 
 
 class MutationConfig(Config):
@@ -51,42 +39,6 @@ class MutationConfig(Config):
     timeout_s: float = TEST_TIMEOUT_S  # per test against the fixed version (and slow tests against mutants)
     mutant_timeout_s: float = ms.MUTANT_TIMEOUT_S  # per test against a mutant; over it is a kill if the fixed run
     # took under half the limit. Runs per file: EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE (settings).
-
-
-@asset(
-    group_name=GROUP, code_version=CODE_VERSION,
-    ins=STUDY_PROBLEM_INS,
-    description="Mutants of each validated problem's fixed function (AST operators, body of the function under "
-                "test only, capped per problem with a seeded sample), with the dataset oracle's verdict: a mutant "
-                "the oracle does not kill is flagged likely_equivalent.",
-)
-def mutants(
-    context: AssetExecutionContext, config: MutantsConfig, warehouse: WarehouseResource, problems: pd.DataFrame,
-    problem_validation: pd.DataFrame,
-) -> Output[pd.DataFrame]:
-    wh = warehouse.get()
-    problems = study_problems_from(problems, problem_validation)
-    start = time.monotonic()
-    df, notes = ms.build_mutants(problems, config.cap, config.seed, config.oracle_timeout_s, config.workers)
-    wall = time.monotonic() - start
-    for n in notes:
-        context.log.warning(f"no mutants: {n}")
-    # rows of problems outside this run's subset stay; those of the problems mutated now are replaced
-    kept = wh.read_table("mutants", read_only=True)
-    kept = kept[~kept["task_id"].isin(problems["task_id"])]
-    stored = pd.concat([kept, df], ignore_index=True) if len(kept) else df  # the whole table, via the IO manager
-    per_op = df.groupby("operator").agg(mutants=("mutant_id", "size"), likely_equivalent=("likely_equivalent", "sum"))
-    sampled = df.drop_duplicates("task_id")
-    return Output(stored, metadata={
-        "problems": int(df["task_id"].nunique()),
-        "mutants": len(df),
-        "likely_equivalent": int(df["likely_equivalent"].sum()),
-        "oracle_timeouts": int(df["oracle_detail"].str.startswith("timeout").sum()),
-        "problems_sampled": int((sampled["n_candidates"] > config.cap).sum()),
-        "per_operator": MetadataValue.md(per_op.reset_index().to_markdown(index=False)),
-        "skipped": MetadataValue.json(notes),
-        "wall_s": round(wall, 2),
-    })
 
 
 @asset(
@@ -123,8 +75,9 @@ def mutation_scores(
     scores, kills, run = ms.build_scores(generated, muts, problems, sandbox, config.mutant_timeout_s, max_runs)
     wall = time.monotonic() - start
     where = {"condition": condition, "thinking": thinking}
-    # mutant_kills through the warehouse; mutation_scores itself through the IO manager
-    wh.replace_rows("mutant_kills", kills.assign(**where), where=where)
+    # mutant_kills through the warehouse (this model's rows of the partition); mutation_scores through the IO manager
+    kill_rows = {**where, **model_where(context)}
+    wh.replace_rows("mutant_kills", kills.assign(**kill_rows), where=kill_rows)
     summ = mutation_report.summary(scores.assign(**where))
     first = summ.iloc[0] if len(summ) else None
     return Output(scores.assign(**where), metadata={
@@ -151,14 +104,17 @@ def mutation_scores(
              "score is NULL exactly when it is not estimable; per-file counts match mutant_kills.")
 def mutation_scores_consistent(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
     wh = warehouse.get()
+    model, params = model_sql(context)  # the checked model's rows
     bad = wh.query_df(
-        "SELECT condition, thinking, task_id FROM mutation_scores WHERE n_killed > n_mutants "
+        f"SELECT condition, thinking, task_id FROM mutation_scores WHERE {model} AND (n_killed > n_mutants "
         "OR n_likely_equivalent > n_mutants OR n_killed_non_equivalent > n_mutants - n_likely_equivalent "
-        "OR ((mutation_score IS NULL) <> (n_tests_passing_fixed = 0 OR n_mutants = n_likely_equivalent))")
+        "OR ((mutation_score IS NULL) <> (n_tests_passing_fixed = 0 OR n_mutants = n_likely_equivalent)))", params)
     mismatch = wh.query_df(
-        "SELECT s.condition, s.thinking, s.task_id FROM mutation_scores s LEFT JOIN (SELECT condition, thinking, "
-        "task_id, count(*) AS n, count(*) FILTER (WHERE killed) AS k FROM mutant_kills GROUP BY ALL) m "
-        "USING (condition, thinking, task_id) WHERE coalesce(m.n, 0) <> s.n_mutants OR coalesce(m.k, 0) <> s.n_killed")
+        "SELECT s.condition, s.thinking, s.task_id FROM (SELECT * FROM mutation_scores WHERE " + model + ") s "
+        "LEFT JOIN (SELECT condition, thinking, task_id, count(*) AS n, count(*) FILTER (WHERE killed) AS k "
+        f"FROM mutant_kills WHERE {model} GROUP BY ALL) m "
+        "USING (condition, thinking, task_id) WHERE coalesce(m.n, 0) <> s.n_mutants OR coalesce(m.k, 0) <> s.n_killed",
+        [*params, *params])
     return AssetCheckResult(passed=bad.empty and mismatch.empty, metadata={
         "inconsistent_rows": len(bad), "kill_count_mismatch": len(mismatch),
         "examples": MetadataValue.json((bad["task_id"].tolist() + mismatch["task_id"].tolist())[:20]),

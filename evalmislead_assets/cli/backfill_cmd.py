@@ -19,6 +19,7 @@ from evalmislead_assets.jobs import GENERATION_ASSETS
 from evalmislead_assets.study.conditions import THINKING_MODES
 from evalmislead_assets import settings
 from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.study.models import model_key
 from evalmislead_assets.cli.webserver_client import BackfillState, WebserverClient, WebserverError
 
 HELP = "backfill every partition of one thinking mode (e.g. --thinking on) through the running Dagster webserver"
@@ -28,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thinking", required=True, choices=THINKING_MODES, help="the thinking mode to backfill")
     parser.add_argument("--assets", default=",".join(GENERATION_ASSETS),
                         help=f"comma-separated assets partitioned by thinking (default: {','.join(GENERATION_ASSETS)})")
+    parser.add_argument("--models", default="",
+                        help="with several models in the study: comma-separated model names whose assets to backfill "
+                             "(default: every model of the study file)")
     parser.add_argument("--url", default=settings.webserver_url(),
                         help=f"dagster-webserver URL (default: EVALMISLEAD_WEBSERVER_URL or {settings.DEFAULT_WEBSERVER_URL})")
     parser.add_argument("--poll", type=float, default=5.0, metavar="S", help="seconds between progress checks")
@@ -59,6 +63,33 @@ def mode_partitions(dimensions: Mapping[str, Mapping[str, list[str]] | None], mo
     return out
 
 
+def model_assets(assets: list[str], models: str, keys: list[list[str]]) -> list[str]:
+    """The webserver's asset keys (``keys``) for ``assets``: in a one-model study the names themselves;
+    with several models each model's (``qwen2_5_coder_1_5b/test_generations``), only those of ``models``
+    (comma-separated names) when given. A key given with its prefix stays as it is."""
+    wanted = {model_key(m.strip()) for m in models.split(",") if m.strip()}
+    out: list[str] = []
+    for asset in assets:
+        if "/" in asset:
+            out.append(asset)
+            continue
+        matches = [k for k in keys if k[-1] == asset and (len(k) == 1 or not wanted or k[0] in wanted)]
+        prefixed = [k for k in keys if k[-1] == asset and len(k) > 1]
+        if wanted and not prefixed:
+            raise ConfigError(f"--models: the study behind {asset} has one model (no per-model keys); drop --models")
+        if not matches:
+            found = sorted({k[0] for k in prefixed})
+            raise ConfigError(f"no asset {asset} of model(s) {sorted(wanted)}; the webserver's models are {found}")
+        out += ["/".join(k) for k in sorted(matches)]
+    return out
+
+
+def _title(mode: str, assets: list[str]) -> str:
+    """The backfill's title (Dagster allows 100 characters): the mode and the assets, shortened to fit."""
+    title = f"thinking={mode}: {', '.join(assets)}"
+    return title if len(title) <= 100 else title[:97] + "..."
+
+
 def _progress_line(state: BackfillState, started: float) -> str:
     return f"[{time.monotonic() - started:6.0f} s] {state.summary()}"
 
@@ -76,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
                 "`dagster dev -w workspace.yaml` (DAGSTER_HOME set) or pass --url"
             ) from None
         try:
+            assets = model_assets(assets, getattr(args, "models", ""), client.asset_keys())
             partitions = mode_partitions(client.asset_dimensions(assets), args.thinking)
         except WebserverError as exc:
             raise ConfigError(str(exc)) from None
@@ -84,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                   "the backfill waits until `dagster-daemon run` (or `dagster dev`) is started", file=sys.stderr)
         n = sum(len(v) for v in partitions.values())
         backfill_id = client.launch_backfill_by_assets(
-            partitions, title=f"thinking={args.thinking}: {', '.join(assets)}",
+            partitions, title=_title(args.thinking, assets),
             tags={"evalmislead/thinking": args.thinking},
         )
         print(f"launched backfill {backfill_id}: {n} asset partitions with thinking={args.thinking} "

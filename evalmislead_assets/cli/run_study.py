@@ -30,6 +30,11 @@ ANALYSIS = [
     "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
     "spec_labels", "reasoning_mentions", "determinism_probe", "study_report",
 ]
+# after every model's analysis: the models side by side, their average, the size table (assets/models.py)
+ACROSS_MODELS = ["model_rates", "model_comparisons", "model_average", "model_sizes", "models_report"]
+SCREENING_HINT = ("evalmislead: this run stored no misleading test; the README's \"Screening\" section shows "
+                  "which bundled model writes them (the 1.5B: scripts/bootstrap.sh --model-1.5b, then "
+                  "evalmislead run --models qwen2.5-coder-1.5b)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated conditions, or 'all' (default: the three primary ones; with --full all six)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="Dagster console log level (default INFO; progress lines are INFO)")
+    p.add_argument("--models", default="",
+                   help="comma-separated models to run: names in the study file (study.toml) or bundled models "
+                        "(qwen2.5-coder-0.5b, qwen2.5-coder-1.5b); default: the study file's models")
     p.add_argument("--full", action="store_true",
                    help="all 164 problems, all six conditions and the protocol's caps unless EVALMISLEAD_* say otherwise")
 
@@ -64,13 +72,17 @@ def run(args: argparse.Namespace) -> int:
             "EVALMISLEAD_MAX_TOKENS_ON": DEMO_MAX_TOKENS_ON,
             "EVALMISLEAD_PROBE_N": DEMO_PROBE_N,
         })
+    if getattr(args, "models", ""):
+        settings.set_model_selection(args.models)  # before the study (and the definitions) are read
     cfg = config_check.check_before_run()  # every setting, the DB path and the input files, before anything starts
     run_guard.hold_data_folder(cfg.db)  # one run per data folder: a second one stops here, naming this pid
     home = ensure_dagster_home()
 
     from dagster import AssetKey, DagsterInstance
 
+    from evalmislead_assets import study_models
     from evalmislead_assets.definitions import defs
+    from evalmislead_assets.jobs import model_keys
     from evalmislead_assets.study.conditions import CONDITION_NAMES
     from evalmislead_assets.partitions import partition_key
     from evalmislead_assets.run_launcher import fail_stale_runs
@@ -84,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         raise settings.ConfigError(f"unknown condition(s) {unknown}; choose from {', '.join(CONDITION_NAMES)}")
 
     job = defs.resolve_implicit_global_asset_job_def()
-    known = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    known = set(defs.resolve_asset_graph().get_all_asset_keys())
+    study = study_models.study()
     instance = DagsterInstance.get()
     for stale in fail_stale_runs(instance):  # a killed run's partition is free again
         print(f"evalmislead: {stale.line()}", flush=True)
@@ -92,17 +105,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"evalmislead: DuckDB {cfg.db}; DAGSTER_HOME {home}; problems {subset}; "
           f"max_tokens off={cfg.max_tokens_off} on={cfg.max_tokens_on}; "
           f"LLM {','.join(cfg.llm_urls) or 'embedded llama-server'}", flush=True)
+    print(f"evalmislead: model{'s' if study.prefixed else ''} "
+          f"{'; '.join(f'{m.name} ({m.reach()})' for m in study.models)} (study file {study.source})", flush=True)
 
-    def step(keys: list[str], pkey: object = None) -> None:
+    def step(names: list[str] | list[AssetKey], pkey: object = None) -> None:
+        keys = [k if isinstance(k, AssetKey) else AssetKey(k) for k in names]
         keys = [k for k in keys if k in known]
         if not keys:
             return
-        label = f"{'+'.join(keys)}" + (f" [{pkey}]" if pkey is not None else "")
+        label = f"{'+'.join(k.to_user_string() for k in keys)}" + (f" [{pkey}]" if pkey is not None else "")
         t0 = time.monotonic()
         print(f"evalmislead: materializing {label} ...", flush=True)
         try:
             result = job.execute_in_process(
-                instance=instance, asset_selection=[AssetKey(k) for k in keys],
+                instance=instance, asset_selection=keys,
                 partition_key=pkey, raise_on_error=False,
                 run_config={"loggers": {"console": {"config": {"log_level": args.log_level}}}},
             )
@@ -116,16 +132,19 @@ def run(args: argparse.Namespace) -> int:
                              "(stored rows are kept; re-run to resume)")
         print(f"evalmislead: done {label} in {time.monotonic() - t0:.1f} s (run {result.run_id})", flush=True)
 
-    progress = Progress(cfg.db, cfg.problems, conditions, modes)
+    progress = Progress(cfg.db, cfg.problems, conditions, modes, study.names)
     step(["problems", "problem_validation", "mutants"])
-    for mode in modes:
-        step(["model_specs"], mode)
-        progress.report(f"specs [{mode}]")
-        for cond in conditions:
-            step(CHAIN, partition_key(cond, mode))
-            progress.report(f"{cond}|{mode}")
-    step(ANALYSIS)
-    _print_summary(cfg.db, progress.since)
+    for model in study.models:  # one model after the other: on a CPU box one server at a time
+        who = f"{model.name} " if study.prefixed else ""
+        for mode in modes:
+            step(model_keys(study, ["model_specs"], model), mode)
+            progress.report(f"{who}specs [{mode}]")
+            for cond in conditions:
+                step(model_keys(study, CHAIN, model), partition_key(cond, mode))
+                progress.report(f"{who}{cond}|{mode}")
+        step(model_keys(study, ANALYSIS, model))
+    step(ACROSS_MODELS)
+    _print_summary(cfg.db, progress.since, study)
     return 0
 
 
@@ -149,25 +168,31 @@ def _llm_line(db: Path, since: object) -> str:
 class Progress:
     """This run's answers stored so far, tokens/s and an ETA, printed after each generation step."""
 
-    def __init__(self, db: Path, problems: list[int] | None, conditions: list[str], modes: list[str]) -> None:
+    def __init__(self, db: Path, problems: list[int] | None, conditions: list[str], modes: list[str],
+                 models: list[str]) -> None:
         import datetime as dt
 
-        self.db, self.conditions, self.modes = db, conditions, modes
+        from evalmislead_assets import study_models
+
+        self.db, self.conditions, self.modes, self.models = db, conditions, modes, models
+        self.unnamed = study_models.unnamed_rows_model()
         self.problems = list(range(164)) if problems is None else problems
-        self.total = len(modes) * (len(conditions) + 1) * len(self.problems)
+        self.total = len(models) * len(modes) * (len(conditions) + 1) * len(self.problems)
         self.start = time.monotonic()
         self.since = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)  # llm_calls.ts is naive UTC
 
     def report(self, label: str) -> None:
         from evalmislead_assets.store.database import Warehouse
 
-        modes, conds, probs = self.modes, self.conditions, self.problems
+        modes, conds, probs, models = self.modes, self.conditions, self.problems, self.models
+        mine = "list_contains(?, coalesce(model_name, ?))"  # rows without a model are the first model's
         row = Warehouse(self.db).query_df(
-            "SELECT (SELECT count(*) FROM test_generations WHERE list_contains(?, thinking) "
-            "AND list_contains(?, condition) AND list_contains(?, problem_idx)) "
-            "+ (SELECT count(*) FROM model_specs WHERE list_contains(?, thinking) AND list_contains(?, problem_idx)) "
-            "AS answers, (SELECT coalesce(sum(completion_tokens), 0) FROM llm_calls WHERE ts >= ?) AS tokens",
-            [modes, conds, probs, modes, probs, self.since]).iloc[0]
+            f"SELECT (SELECT count(*) FROM test_generations WHERE list_contains(?, thinking) "
+            f"AND list_contains(?, condition) AND list_contains(?, problem_idx) AND {mine}) "
+            f"+ (SELECT count(*) FROM model_specs WHERE list_contains(?, thinking) AND list_contains(?, problem_idx) "
+            f"AND {mine}) AS answers, (SELECT coalesce(sum(completion_tokens), 0) FROM llm_calls WHERE ts >= ?) AS tokens",
+            [modes, conds, probs, models, self.unnamed, modes, probs, models, self.unnamed, self.since],
+            read_only=True).iloc[0]
         done, tokens = min(int(row["answers"]), self.total), int(row["tokens"])
         elapsed = time.monotonic() - self.start
         eta = elapsed / done * (self.total - done) if done else float("nan")
@@ -191,11 +216,14 @@ def _first_failure(result: object) -> str:
     return "unknown failure"
 
 
-def _print_summary(db: Path, since: object = None) -> None:
+def _print_summary(db: Path, since: object, study: object) -> None:
     from evalmislead_assets.cli.summary import summary_lines
 
-    reports = [settings.report_dir() / "report.md", settings.report_dir() / "report.html"]
-    print("\n".join(summary_lines(db, reports, since=since)), flush=True)
+    base = settings.report_dir()
+    folders = [base / m.key for m in study.models] if study.prefixed else [base]  # type: ignore[attr-defined]
+    reports = [f / name for f in folders for name in ("report.md", "report.html")] + [base / "models.md"]
+    print("\n".join(summary_lines(db, reports, since=since, models=study.names,  # type: ignore[attr-defined]
+                                   screening_hint=SCREENING_HINT)), flush=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from evalmislead_assets import study_models
 from evalmislead_assets.report.build import test_body
 from evalmislead_assets.store.database import Warehouse
 
@@ -64,21 +65,29 @@ def comparisons_table(comp: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def worked_example(wh: Warehouse) -> list[str]:
-    """One stored test with its status on both versions: a misleading one where there is one."""
+def worked_example(wh: Warehouse, models: list[str] | None = None) -> list[str]:
+    """One stored test with its status on both versions: a misleading one where there is one (of any of
+    ``models``, in their order; default: any model)."""
+    order = models or []
+    unnamed = study_models.unnamed_rows_model() if order else None
     row = wh.query_df(
-        "SELECT o.condition, o.thinking, o.task_id, o.test_id, o.buggy_status, o.fixed_status, o.outcome, "
-        "g.source, p.entry_point FROM test_outcomes o "
-        "JOIN generated_tests g USING (condition, thinking, task_id) JOIN problems p USING (task_id) "
-        "ORDER BY o.outcome <> 'misleading', o.condition <> 'buggy_code', o.task_id <> 'Python/30', "
-        "o.thinking, o.task_id, o.test_id LIMIT 1")
+        "SELECT o.model_name, o.condition, o.thinking, o.task_id, o.test_id, o.buggy_status, o.fixed_status, "
+        "o.outcome, g.source, p.entry_point FROM test_outcomes o "
+        "JOIN generated_tests g ON g.model_name IS NOT DISTINCT FROM o.model_name AND g.condition = o.condition "
+        "AND g.thinking = o.thinking AND g.task_id = o.task_id JOIN problems p ON p.task_id = o.task_id "
+        + ("WHERE list_contains(?, coalesce(o.model_name, ?)) " if order else "")
+        + "ORDER BY o.outcome <> 'misleading', o.condition <> 'buggy_code', o.task_id <> 'Python/30', "
+        + ("list_position(?, coalesce(o.model_name, ?)), " if order else "")
+        + "o.thinking, o.task_id, o.test_id LIMIT 1",
+        [order, unnamed, order, unnamed] if order else [], read_only=True)
     if row.empty:
         return ["Worked example: no executed test is stored yet."]
     x = row.iloc[0]
     cell = str(x["outcome"]).replace("_", " ")
     article = "an" if cell[:1] in "aeiou" else "a"
     kind = "a misleading test" if cell == "misleading" else f"no misleading test stored; {article} {cell} test"
-    out = [f"Worked example ({kind}): {x['task_id']} `{x['entry_point']}`, condition {x['condition']}, "
+    who = f"model {x['model_name']}, " if len(order) > 1 and isinstance(x["model_name"], str) else ""
+    out = [f"Worked example ({kind}): {x['task_id']} `{x['entry_point']}`, {who}condition {x['condition']}, "
            f"thinking {x['thinking']}, test {x['test_id']}"]
     body = test_body(x["source"], x["test_id"])
     if body:
@@ -113,22 +122,41 @@ def llm_calls_line(db: Path, since: datetime | None = None) -> str:
     return text
 
 
-def summary_lines(db: Path, report_paths: list[Path], since: datetime | None = None) -> list[str]:
+def summary_lines(
+    db: Path, report_paths: list[Path], since: datetime | None = None, models: list[str] | None = None,
+    screening_hint: str = "",
+) -> list[str]:
+    """The run's closing lines: its LLM requests, each model's rates and comparisons (``models``: the study's,
+    rows without a model are the study file's first model's), a worked example, where the report and the data are."""
     wh = Warehouse(db)
     out: list[str] = ["", llm_calls_line(db, since)]
-    if wh.table_exists("condition_rates"):
-        rates = wh.query_df("SELECT * FROM condition_rates ORDER BY thinking, condition")
-        if len(rates):
-            out += ["", "Per condition (rate = cell / all tests of the condition; 98.75 % bootstrap interval):",
-                    rates_table(rates).to_string(index=False)]
-    if wh.table_exists("bootstrap_comparisons"):
-        comp = wh.query_df("SELECT * FROM bootstrap_comparisons ORDER BY thinking, comparison_id")
-        if len(comp):
-            out += ["", "Primary comparisons (paired bootstrap over problems):",
-                    comparisons_table(comp).to_string(index=False)]
+    names = models or [None]
+    for name in names:
+        where, params = ("", []) if name is None else (" WHERE coalesce(model_name, ?) = ?",
+                                                         [study_models.unnamed_rows_model(), name])
+        head = f" [{name}]" if len(names) > 1 else ""
+        if wh.table_exists("condition_rates"):
+            rates = wh.query_df(f"SELECT * FROM condition_rates{where} ORDER BY thinking, condition", params,
+                                read_only=True)
+            if len(rates):
+                out += ["", f"Per condition{head} (rate = cell / all tests of the condition; 98.75 % bootstrap "
+                        "interval):", rates_table(rates).to_string(index=False)]
+        if wh.table_exists("bootstrap_comparisons"):
+            comp = wh.query_df(f"SELECT * FROM bootstrap_comparisons{where} ORDER BY thinking, comparison_id",
+                               params, read_only=True)
+            if len(comp):
+                out += ["", f"Primary comparisons{head} (paired bootstrap over problems):",
+                        comparisons_table(comp).to_string(index=False)]
     if wh.table_exists("test_outcomes"):
-        out += ["", *worked_example(wh)]
+        out += ["", *worked_example(wh, models)]
+        if screening_hint and not _any_misleading(wh):
+            out += [screening_hint]
     out.append("")
     out += [f"evalmislead: report at {p}" for p in report_paths if p.exists()]
     out.append(f"evalmislead: query the results with: evalmislead sql \"select * from condition_rates\"  (DuckDB {db})")
     return out
+
+
+def _any_misleading(wh: Warehouse) -> bool:
+    row = wh.query_df("SELECT count(*) AS n FROM test_outcomes WHERE outcome = 'misleading'", read_only=True)
+    return bool(int(row["n"][0]))

@@ -195,6 +195,11 @@ class WebserverClient:
         statuses = self.query(_DAEMONS)["instance"]["daemonHealth"]["allDaemonStatuses"]
         return {s["daemonType"]: bool(s["healthy"]) for s in statuses if s["required"]}
 
+    def asset_keys(self) -> list[list[str]]:
+        """Every asset key of the webserver's code locations, as paths."""
+        nodes = self.query("{ assetNodes { assetKey { path } } }")["assetNodes"]
+        return [list(n["assetKey"]["path"]) for n in nodes]
+
     def asset_dimensions(self, assets: Sequence[str]) -> dict[str, dict[str, list[str]] | None]:
         """asset -> {dimension: keys} (None when unpartitioned); unknown assets raise."""
         nodes = self.query(_ASSET_PARTITIONS, {"keys": [_key_input(a) for a in assets]})["assetNodes"]

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,8 +80,10 @@ class ChatClient:
         deadline_s: float = 3600.0,
         progress_every_s: float = 30.0,
         error_streak: int = 6,
+        template_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         self._urls = urls
+        self.template_kwargs = dict(template_kwargs or {})  # the model's chat-template arguments (study.toml)
         self.model = model
         self.max_in_flight = max(1, max_in_flight)
         self.timeout_s = timeout_s
@@ -142,7 +144,7 @@ class ChatClient:
                 props_by_url = self._probe(store, http, self._resolve_urls(log), log)
             model = self.model_name(next(iter(props_by_url.values()))[1] if props_by_url else None)
 
-            bodies = [request_body(r, model, self.seed) for r in requests]
+            bodies = [request_body(r, model, self.seed, self.template_kwargs) for r in requests]
             keys = [sha256_text(b) for b in bodies]
             cached, bad = ({}, set()) if bypass_cache else store.cached(keys)
             results: dict[str, ChatResult] = {}

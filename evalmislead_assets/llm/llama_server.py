@@ -71,10 +71,18 @@ def binary_path() -> Path:
         ) from None
 
 
+def alias_for(path: Path) -> str:
+    """A GGUF's server alias: a bundled model's own name for its assembled file, else the file's stem."""
+    for model in embedded_model.BUNDLED.values():
+        if path.name == model.file_name:
+            return model.alias
+    return path.stem
+
+
 def default_alias() -> str:
-    """The embedded model's name without touching the file (EVALMISLEAD_EMBEDDED_MODEL: the file's stem)."""
+    """The embedded model's name without touching the file (EVALMISLEAD_EMBEDDED_MODEL: see alias_for)."""
     override = settings.embedded_model_override()
-    return Path(override).stem if override else embedded_model.ALIAS
+    return alias_for(Path(override)) if override else embedded_model.ALIAS
 
 
 def default_model() -> GGUF:
@@ -84,7 +92,7 @@ def default_model() -> GGUF:
         path = Path(override).expanduser()
         if not path.is_file():
             raise ServerError(f"model file {path} (EVALMISLEAD_EMBEDDED_MODEL) is missing; point it at a GGUF file")
-        return GGUF(path, path.stem)
+        return GGUF(path, alias_for(path))
     try:
         return GGUF(embedded_model.assemble().path, embedded_model.ALIAS)
     except embedded_model.ModelError as exc:

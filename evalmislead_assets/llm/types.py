@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from evalmislead_assets.llm.errors import usage_int
@@ -88,14 +89,18 @@ def response_json(payload: Any) -> str:
     return text
 
 
-def build_body(req: ChatRequest, model: str, seed: int) -> dict[str, Any]:
+def build_body(
+    req: ChatRequest, model: str, seed: int, template_kwargs: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The request body; ``template_kwargs``: the model's own chat-template arguments (study.toml),
+    under the thinking flag (an empty set leaves the body, and so the cache key, as before)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": req.messages,
         "temperature": 0,
         "seed": seed,
         "max_tokens": req.max_tokens,
-        "chat_template_kwargs": {"enable_thinking": bool(req.enable_thinking)},
+        "chat_template_kwargs": {**(template_kwargs or {}), "enable_thinking": bool(req.enable_thinking)},
         # The study setting: no prompt reuse. llama-server's prompt cache can change a
         # temperature-0 answer; it defaults to on, so it is switched off in every body.
         "cache_prompt": False,
@@ -104,9 +109,9 @@ def build_body(req: ChatRequest, model: str, seed: int) -> dict[str, Any]:
     return body
 
 
-def request_body(req: ChatRequest, model: str, seed: int) -> str:
+def request_body(req: ChatRequest, model: str, seed: int, template_kwargs: Mapping[str, Any] | None = None) -> str:
     """The exact JSON sent (and hashed into the cache key): the stored body if given, else the built one."""
-    return req.raw_body if req.raw_body is not None else canonical_json(build_body(req, model, seed))
+    return req.raw_body if req.raw_body is not None else canonical_json(build_body(req, model, seed, template_kwargs))
 
 
 def server_settings(props: dict[str, Any] | None, request_json: str) -> tuple[int | None, bool | None, str | None]:

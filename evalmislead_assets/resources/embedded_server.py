@@ -10,7 +10,7 @@ from typing import Optional
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from evalmislead_assets.llm.llama_server import EmbeddedServer
+from evalmislead_assets.llm.llama_server import GGUF, EmbeddedServer, default_model
 
 
 class EmbeddedServerResource(ConfigurableResource):
@@ -19,29 +19,37 @@ class EmbeddedServerResource(ConfigurableResource):
     parallel: Optional[int] = None  # slots; None: what the llm resource asks for (its max_in_flight)
     ctx_per_slot: Optional[int] = None  # tokens; None: what the llm resource asks for (largest cap + prompt)
 
-    _server: Optional[EmbeddedServer] = PrivateAttr(default=None)
+    # one server per model file (a study of several models reaches each through its own)
+    _servers: dict[str, EmbeddedServer] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
-    def url(self, parallel: int, ctx_per_slot: int, log: Optional[Callable[[str], None]] = None) -> str:
-        """The server's base URL, starting it on the first call (a configured field wins over the request)."""
+    def url(self, parallel: int, ctx_per_slot: int, log: Optional[Callable[[str], None]] = None,
+            model: Optional[GGUF] = None) -> str:
+        """The base URL of the server for ``model`` (default: the default model), starting it on the first
+        call (a configured field wins over the request). A server of another model is stopped first: on a
+        CPU box two at once would share its cores and memory."""
+        model = model or default_model()
+        key = str(model.path)
         with self._lock:
-            srv = self._server
+            for other in [k for k in self._servers if k != key]:
+                self._servers.pop(other).stop()
+            srv = self._servers.get(key)
             if srv is None or not srv.is_running():
                 if srv is not None:
                     srv.stop()  # it died: reap it and start a fresh one
                 srv = EmbeddedServer(parallel=self.parallel or parallel, ctx_per_slot=self.ctx_per_slot or ctx_per_slot,
-                                     log=log)
-                self._server = srv.start()
+                                     log=log, model=model)
+                self._servers[key] = srv.start()
             return srv.url
 
     @property
     def started(self) -> bool:
-        return self._server is not None and self._server.is_running()
+        return any(s.is_running() for s in self._servers.values())
 
     def stop(self) -> None:
         with self._lock:
-            srv, self._server = self._server, None
-        if srv is not None:
+            servers, self._servers = list(self._servers.values()), {}
+        for srv in servers:
             srv.stop()
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:

@@ -18,6 +18,10 @@ unpartitioned asset) in one transaction, so an empty frame clears the partition.
 downstream step is partitioned (e.g. `model_specs[on]` for `test_generations[model_spec|on]`),
 and every row when the downstream asset is unpartitioned. Input metadata ``columns`` (a
 projection) and ``order_by`` are honoured.
+
+A model's asset (``study_models.model_for_path``: a per-model table, prefixed or the study's only model)
+reads and writes only that model's rows: ``model_name`` joins the partition columns, so materializing
+one model never deletes or rewrites another's.
 """
 
 from __future__ import annotations
@@ -37,9 +41,9 @@ from dagster import (
     PartitionsDefinition,
 )
 
-from evalmislead_assets import config_check, settings
+from evalmislead_assets import config_check, settings, study_models
 from evalmislead_assets.partitions import condition_partitions, thinking_partitions
-from evalmislead_assets.store.schema import TABLES
+from evalmislead_assets.store.schema import MODEL_COLUMN, TABLES
 from evalmislead_assets.store.database import Warehouse
 
 # one-dimension partitions definitions -> their column (when the asset names no partition_expr)
@@ -62,6 +66,12 @@ def partition_columns(
         if partitions_def == known:
             return {column: str(key)}
     raise ValueError(f"no column for partition key {key!r}; give the asset metadata partition_expr='<column>'")
+
+
+def model_columns(path: Sequence[str]) -> dict[str, str]:
+    """{'model_name': ...} for a model's asset (see study_models.model_for_path), else {}."""
+    model = study_models.model_for_path(path)
+    return {MODEL_COLUMN: model.name} if model is not None else {}
 
 
 def table_columns(table: str) -> list[str]:
@@ -103,6 +113,11 @@ class WarehouseIOManager(ConfigurableIOManager):
         one fails the run here with its own one-line message, not later inside a step or an output
         handler), and the run records its worker process so a killed run can be told from a live one."""
         config_check.check_before_run(Path(self.path) if self.path else None)
+        # rows from before models were data belong to the study file's first model (issue 19)
+        owner = study_models.unnamed_rows_model()
+        named = self.warehouse().name_unnamed_rows(owner)
+        if named and context.log is not None:
+            context.log.info(f"rows without a model given {owner!r}: {named}")
         run = context.run
         if context.instance is not None and run is not None:
             from evalmislead_assets.run_launcher import tag_run_worker
@@ -125,6 +140,10 @@ class WarehouseIOManager(ConfigurableIOManager):
             wheres = [partition_columns(context.asset_partitions_def, k, metadata)
                       for k in context.asset_partition_keys]
             fill = wheres[0] if len(wheres) == 1 else None  # several keys: the rows carry their own
+        model = model_columns(context.asset_key.path)
+        if model:  # a model's rows: only they are replaced, every other model's stay as they are
+            wheres = [{**w, **model} for w in wheres] if wheres is not None else [dict(model)]
+            fill = {**(fill or {}), **model}
         df = conform(table, obj, fill)
         self.warehouse().replace_partitions(table, df, wheres)
         context.add_output_metadata({"table": table, "dagster/row_count": len(df)})
@@ -147,6 +166,11 @@ class WarehouseIOManager(ConfigurableIOManager):
                 ors.append("(" + " AND ".join(f"{c} = ?" for c in key) + ")")
                 params.extend(key.values())
             clause = " WHERE " + (" OR ".join(ors) if ors else "false")
+        model = model_columns(context.asset_key.path)
+        if model:  # only the upstream model's rows
+            model_clause, model_params = study_models.model_filter_sql(model[MODEL_COLUMN])
+            clause = (f"{clause} AND" if clause else " WHERE") + f" {model_clause}"
+            params.extend(model_params)
         order = f" ORDER BY {metadata['order_by']}" if metadata.get("order_by") else ""
         sql = f"SELECT {', '.join(columns)} FROM {table}{clause}{order}"
         return self.warehouse().query_df(sql, params, read_only=True)

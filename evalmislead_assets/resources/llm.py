@@ -8,12 +8,16 @@ from typing import Any, Optional
 import httpx
 from dagster import ConfigurableResource
 
-from evalmislead_assets import settings
+from pathlib import Path
+
+from evalmislead_assets import settings, study_models
+from evalmislead_assets.llm import embedded_model
 from evalmislead_assets.llm import llama_server as server
 from evalmislead_assets.llm.client import ChatClient
 from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult
 from evalmislead_assets.resources.embedded_server import EmbeddedServerResource
 from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.study.models import ModelSpec
 
 
 class LLMResource(ConfigurableResource):
@@ -43,30 +47,66 @@ class LLMResource(ConfigurableResource):
     def configured_urls(self) -> list[str]:
         return [u.strip().rstrip("/") for u in self.urls.split(",") if u.strip()] or settings.llm_urls()
 
-    def client(self, transport: httpx.BaseTransport | None = None) -> ChatClient:
-        urls = self.configured_urls()
-        model = self.model
+    def client(self, transport: httpx.BaseTransport | None = None, model: Optional[ModelSpec] = None) -> ChatClient:
+        """A client for one of the study's models (default: its first): this resource's urls, else the
+        model's (study.toml), else EVALMISLEAD_LLM_URL (a one-model study only), else the embedded server
+        with the model's GGUF (bundled, its gguf file, or EVALMISLEAD_EMBEDDED_MODEL)."""
+        spec = model or study_models.study().models[0]
+        # this resource's own urls (e.g. the judge's EVALMISLEAD_JUDGE_URL), else the model's, else EVALMISLEAD_LLM_URL
+        own = [u.strip().rstrip("/") for u in self.urls.split(",") if u.strip()]
+        urls = own or list(spec.urls) or settings.llm_urls()
+        alias = self.model
+        in_flight = spec.slots or self.max_in_flight
         if urls:
             url_source: list[str] | Callable[[Any], list[str]] = urls
         else:
-            model = model or server.default_alias()
+            alias = alias or _alias(spec)  # known without the file, so a fully cached run needs none
             # Each slot holds a prompt plus the largest configured output cap.
             ctx = max(server.DEFAULT_CTX_PER_SLOT,
-                      max(settings.max_tokens(t) for t in ("off", "on")) + server.PROMPT_ALLOWANCE)
+                      max(spec.max_tokens(t) or settings.max_tokens(t) for t in ("off", "on")) + server.PROMPT_ALLOWANCE)
             embedded = self.embedded_server
             # Started only when a request misses the cache, so a fully cached run needs no server.
             url_source = lambda log: [  # noqa: E731
-                embedded.url(parallel=self.max_in_flight, ctx_per_slot=ctx, log=log.info if log else None)]
+                embedded.url(parallel=in_flight, ctx_per_slot=ctx, log=log.info if log else None, model=_gguf(spec))]
         return ChatClient(
-            url_source, model=model, max_in_flight=self.max_in_flight, timeout_s=self.timeout_s,
+            url_source, model=alias, max_in_flight=in_flight, timeout_s=self.timeout_s,
             retries=self.retries, seed=self.seed, backoff_s=self.backoff_s, transport=transport,
             deadline_s=self.deadline_s or settings.llm_deadline_s(), progress_every_s=self.progress_every_s,
+            template_kwargs=spec.chat_template_kwargs,
         )
 
     def run_batch_with_stats(
-        self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None, bypass_cache: bool = False
+        self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None, bypass_cache: bool = False,
+        model: Optional[ModelSpec] = None,
     ) -> tuple[list[ChatResult], BatchStats]:
-        return self.client().run_batch(warehouse, requests, log, bypass_cache=bypass_cache)
+        return self.client(model=model).run_batch(warehouse, requests, log, bypass_cache=bypass_cache)
 
-    def run_batch(self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None) -> list[ChatResult]:
-        return self.client().run_batch(warehouse, requests, log)[0]
+    def run_batch(
+        self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None, model: Optional[ModelSpec] = None
+    ) -> list[ChatResult]:
+        return self.client(model=model).run_batch(warehouse, requests, log)[0]
+
+
+def _alias(spec: ModelSpec) -> str:
+    if settings.embedded_model_override() or not (spec.bundled or spec.gguf):
+        return server.default_alias()
+    if spec.gguf:
+        return server.alias_for(Path(spec.gguf).expanduser())
+    return embedded_model.bundled(spec.bundled).alias
+
+
+def _gguf(spec: ModelSpec) -> server.GGUF:
+    """The file the embedded server loads for ``spec`` (one line naming the fix when it is missing)."""
+    if settings.embedded_model_override() or not (spec.bundled or spec.gguf):
+        return server.default_model()  # EVALMISLEAD_EMBEDDED_MODEL (a one-model study), else the bundled default
+    if spec.gguf:
+        path = Path(spec.gguf).expanduser()
+        if not path.is_file():
+            raise server.ServerError(f"model file {path} (model {spec.name} in the study file) is missing; "
+                                     "point its gguf at a GGUF file")
+        return server.GGUF(path, server.alias_for(path))
+    try:
+        bundled = embedded_model.bundled(spec.bundled)
+        return server.GGUF(embedded_model.assemble(model=bundled).path, bundled.alias)
+    except embedded_model.ModelError as exc:
+        raise server.ServerError(str(exc)) from None

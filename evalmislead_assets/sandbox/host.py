@@ -80,7 +80,7 @@ MAX_ID_CHARS = 1_000  # per test id; a longer one is the file's error
 
 log = logging.getLogger(__name__)
 _ZYGOTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote.py")
-_UID_BASE = 200_000  # test processes run as uid/gid _UID_BASE + supervisor pid (unique while it runs)
+UID_BASE = 200_000  # test processes run as uid/gid UID_BASE + supervisor pid (unique while it runs)
 _ZYGOTE_START_TIMEOUT_S = 120.0
 _warned: set[str] = set()
 

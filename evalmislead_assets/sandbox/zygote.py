@@ -31,7 +31,7 @@ if __name__ == "__main__":  # started as a script: its own folder is sys.path[0]
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root
 
 from evalmislead_assets.sandbox import guard as sandbox_guard  # noqa: E402
-from evalmislead_assets.sandbox.host import _UID_BASE, MODULE_UNDER_TEST, TEST_FILE, Limits  # noqa: E402
+from evalmislead_assets.sandbox.host import UID_BASE, MODULE_UNDER_TEST, TEST_FILE, Limits  # noqa: E402
 from evalmislead_assets.sandbox.child import (coverage_hooks, crash_status, module_process, reap,  # noqa: E402
                                               sweep_children)
 from evalmislead_assets.sandbox.ipc import OVERSIZE, LineReader, write_line  # noqa: E402
@@ -334,7 +334,7 @@ def chain_supervisor(plugin: ZygotePlugin, session: Any, moddir: str, collect_on
     for fd in (plugin.proto_in, plugin.proto_out):  # the host's pipes: only the zygote talks to the host
         os.close(fd)
     prctl(PR_SET_CHILD_SUBREAPER, 1)
-    uid = _UID_BASE + os.getpid() if iso.own_uid else None
+    uid = UID_BASE + os.getpid() if iso.own_uid else None
     flags = (CLONE_NEWPID if iso.pid_namespace else 0) | (CHAIN_FLAGS if iso.chain_namespaces else 0)
     if flags:
         unshare(flags)

@@ -28,7 +28,7 @@ import duckdb
 import pandas as pd
 
 from evalmislead_assets.store import file_format as storage_format
-from evalmislead_assets.store.schema import TABLES
+from evalmislead_assets.store.schema import MODEL_COLUMN, PER_MODEL_TABLES, TABLES
 from evalmislead_assets.store.faults import (  # noqa: F401  (re-exported: callers import them from here)
     FileIdentities, LockWaitReporter, StorageDiskFull, StorageError, StorageFileGone, StorageFileReplaced,
     StorageLockTimeout, disk_full, disk_full_message,
@@ -241,6 +241,21 @@ class Warehouse:
                 con.execute(f"DELETE FROM {table}{clause}", params)
             _insert(con, table, df)
         return len(df)
+
+    def name_unnamed_rows(self, model_name: str) -> dict[str, int]:
+        """Give rows without a model (written before models were data, issue 19) ``model_name``, in one
+        transaction; returns the rows named per table (nothing when every row has its model)."""
+        counts = {}
+        with self.read_connection() as con:
+            for table in PER_MODEL_TABLES:
+                n = con.execute(f"SELECT count(*) FROM {table} WHERE {MODEL_COLUMN} IS NULL").fetchone()
+                if n and n[0]:
+                    counts[table] = int(n[0])
+        if counts:
+            with self.connect() as con, con.transaction():
+                for table in counts:
+                    con.execute(f"UPDATE {table} SET {MODEL_COLUMN} = ? WHERE {MODEL_COLUMN} IS NULL", [model_name])
+        return counts
 
     def read_table(
         self, table: str, where: Mapping[str, Any] | None = None, order_by: str | None = None,

@@ -300,7 +300,68 @@ _SPECS: tuple[Table, ...] = (
     ),
 )
 
+# Tables written by a model's assets: each row names its model (issue 19). The column is appended,
+# so files from before it keep their columns; their rows get the study's first model's name at the
+# next run (Warehouse.name_unnamed_rows).
+MODEL_COLUMN = "model_name"
+PER_MODEL_TABLES: tuple[str, ...] = (
+    "model_specs", "test_generations", "determinism_probe", "generated_tests", "test_outcomes", "test_coverage",
+    "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
+    "reasoning_mentions", "reasoning_mention_matches", "reasoning_mention_summary", "spec_label_splits",
+    "spec_labels", "spec_label_agreement", "mutation_scores", "mutant_kills",
+)
+_MODEL = Column(MODEL_COLUMN, "VARCHAR", "the study's name of the model whose answers the row comes from (study.toml)")
+_SPECS = tuple(Table(t.name, t.description, (*t.columns, _MODEL)) if t.name in PER_MODEL_TABLES else t
+               for t in _SPECS)
+
+# ---------------------------------------------------------------- across models (issue 19)
+_BY_NAME = {t.name: t for t in _SPECS}
+
+
+def _with_model_first(source: str, name: str, description: str) -> Table:
+    """``source``'s columns with model_name after plan_sha256 (one row per model of what source holds)."""
+    cols = [c for c in _BY_NAME[source].columns if c.name != MODEL_COLUMN]
+    return Table(name, description, (cols[0], _MODEL, *cols[1:]))
+
+
+_SPECS = (*_SPECS,
+    _with_model_first("condition_rates", "model_rates",
+                      "each model's condition_rates side by side [model × condition × thinking]"),
+    _with_model_first("bootstrap_comparisons", "model_comparisons",
+                      "each model's primary comparisons side by side (paired bootstrap per model)"),
+    _table(
+        "model_average", "the paper-style average over the study's models: pooled and mean of per-model rates, "
+        "paired bootstrap resampling the same problems for every model",
+        _PLAN, ("kind", "VARCHAR", "rate (of condition_a) or comparison (condition_a minus condition_b)"),
+        ("comparison_id", "INTEGER", "the plan's comparison id (comparison rows)"), _THINKING,
+        ("role", "VARCHAR", "primary | report-only (comparison rows)"), ("metric", "VARCHAR", "misleading | effective"),
+        ("condition_a", "VARCHAR"), ("condition_b", "VARCHAR"), ("subset", "VARCHAR", "all | truncation_matched"),
+        ("n_models", "INTEGER", "models averaged"), ("models", "VARCHAR", "their names, comma-separated"),
+        ("models_missing", "VARCHAR", "study models without rows for the cell"),
+        ("n_problems", "INTEGER", "problems every averaged model answered (paired)"),
+        ("n_tests_a", "BIGINT"), ("n_tests_b", "BIGINT"),
+        ("pooled", "DOUBLE", "sum of cell counts over models / sum of tests"), ("pooled_ci_low", "DOUBLE"),
+        ("pooled_ci_high", "DOUBLE"), ("pooled_excludes_zero", "BOOLEAN"),
+        ("mean", "DOUBLE", "unweighted mean of the per-model rates (or differences)"), ("mean_ci_low", "DOUBLE"),
+        ("mean_ci_high", "DOUBLE"), ("mean_excludes_zero", "BOOLEAN"),
+        ("estimable", "BOOLEAN", "false: no common problem or no test; estimate and interval are NULL"),
+        ("mean_estimable", "BOOLEAN", "false also when a model has no test on the common problems"),
+        ("pooled_n_zero_denominator", "INTEGER"), ("mean_n_zero_denominator", "INTEGER"),
+        ("note", "VARCHAR", "why a row is not estimable"), _LEVEL, _N_BOOT, _SEED,
+    ),
+    _table(
+        "model_sizes", "the size table: one family's models by parameter count, rates per condition",
+        _PLAN, ("size_rank", "INTEGER", "1 = the smallest"), (MODEL_COLUMN, "VARCHAR", _MODEL.description), ("size", "VARCHAR", "size label, e.g. 1.5B"),
+        ("n_params_billion", "DOUBLE"), _THINKING, _CONDITION, ("n_tests", "BIGINT"), ("n_misleading", "BIGINT"),
+        ("n_effective", "BIGINT"), ("misleading_rate", "DOUBLE"), ("misleading_ci_low", "DOUBLE"),
+        ("misleading_ci_high", "DOUBLE"), ("effective_rate", "DOUBLE"), ("effective_ci_low", "DOUBLE"),
+        ("effective_ci_high", "DOUBLE"), _LEVEL, _N_BOOT, _SEED,
+    ),
+)
+CROSS_MODEL_TABLES: tuple[str, ...] = ("model_rates", "model_comparisons", "model_average", "model_sizes")
+
 SPECS: dict[str, Table] = {t.name: t for t in _SPECS}
+assert set(PER_MODEL_TABLES) <= set(SPECS), "a per-model table is not in the schema"
 assert len(SPECS) == len(_SPECS), "duplicate table name in schema"
 
 # name -> list of (column, type): what storage creates
@@ -308,6 +369,13 @@ TABLES: dict[str, list[tuple[str, str]]] = {t.name: [(c.name, c.type) for c in t
 
 
 def column_names(table: str) -> list[str]:
+    """The columns a computation fills, in order: every column but ``model_name``, which the IO manager
+    (or the asset writing a side table) fills from the asset's model."""
+    return [c.name for c in SPECS[table].columns if c.name != MODEL_COLUMN]
+
+
+def stored_columns(table: str) -> list[str]:
+    """Every column of the table as stored, ``model_name`` included."""
     return [c.name for c in SPECS[table].columns]
 
 

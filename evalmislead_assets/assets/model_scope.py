@@ -1,0 +1,60 @@
+"""Which of the study's models an asset, a check or a table row belongs to.
+
+A study of one model keeps today's asset keys (``test_generations``); with several, each model's assets
+carry its key as prefix (``qwen2_5_coder_1_5b/test_generations``, definitions.py). Either way the model
+is known from the key: the prefix, else the study's only (first) model. Model-free assets (problems,
+problem_validation, mutants) and the cross-model ones (model_*) belong to none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from dagster import AssetCheckExecutionContext, AssetExecutionContext, AssetKey
+
+from evalmislead_assets import study_models
+from evalmislead_assets.store.schema import MODEL_COLUMN
+from evalmislead_assets.study.models import ModelSpec
+
+def model_for_key(key: AssetKey) -> Optional[ModelSpec]:
+    return study_models.model_for_path(key.path)
+
+
+def _key_of(context: Any) -> AssetKey:
+    if isinstance(context, AssetCheckExecutionContext):
+        checks = list(context.op_execution_context.selected_asset_check_keys)
+        if not checks:
+            raise ValueError("an asset check without a check key")
+        return checks[0].asset_key
+    if isinstance(context, AssetExecutionContext):
+        return context.asset_key
+    raise TypeError(f"no asset key in {type(context).__name__}")
+
+
+def model_of(context: AssetExecutionContext | AssetCheckExecutionContext) -> ModelSpec:
+    """The model of the asset (or the checked asset) this step computes."""
+    key = _key_of(context)
+    model = model_for_key(key)
+    if model is None:
+        raise ValueError(f"{key.to_user_string()} belongs to no model")
+    return model
+
+
+def model_where(context: AssetExecutionContext | AssetCheckExecutionContext) -> dict[str, str]:
+    """The column filter of this step's model: {'model_name': ...}."""
+    return {MODEL_COLUMN: model_of(context).name}
+
+
+def model_sql(context: AssetExecutionContext | AssetCheckExecutionContext) -> tuple[str, list[str]]:
+    """A condition selecting this step's model's rows, and its parameters, for a hand-written query."""
+    return study_models.model_filter_sql(model_of(context).name)
+
+
+def model_path(context: AssetExecutionContext, path: Path) -> Path:
+    """A file or folder of this model: ``path`` itself in a one-model study, else beside it under the
+    model's key (report/ -> report/qwen2_5_coder_1_5b/, review/x.csv -> review/qwen2_5_coder_1_5b/x.csv)."""
+    if not study_models.study().prefixed:
+        return path
+    key = model_of(context).key
+    return path / key if not path.suffix else path.parent / key / path.name

@@ -1,0 +1,64 @@
+"""mutants (unpartitioned, shared by every model): mutants of each validated problem's fixed function,
+with the dataset oracle's verdict. Scored against each model's tests by assets/mutation.py."""
+
+import time
+from typing import Optional
+
+import pandas as pd
+from dagster import AssetExecutionContext, Config, MetadataValue, Output, asset
+
+from evalmislead_assets.mutation import mutator as mutation
+from evalmislead_assets.mutation import scoring as ms
+from evalmislead_assets.assets.problems import STUDY_PROBLEM_INS
+from evalmislead_assets.study.problems import study_problems_from
+from evalmislead_assets.resources import WarehouseResource
+from evalmislead_assets.execution.oracle_validation import ORACLE_TIMEOUT_S
+
+GROUP = "mutation"
+CODE_VERSION = f"{mutation.MUTATOR_VERSION}+cap{mutation.MAX_MUTANTS_PER_PROBLEM}+seed{mutation.SAMPLE_SEED}"
+
+
+class MutantsConfig(Config):
+    """Launchpad settings of the mutants asset."""
+
+    cap: int = mutation.MAX_MUTANTS_PER_PROBLEM  # mutants per problem; a seeded sample when there are more
+    seed: int = mutation.SAMPLE_SEED
+    oracle_timeout_s: float = ORACLE_TIMEOUT_S  # per mutant, as for problem_validation
+    workers: Optional[int] = None  # oracle processes at once; None: as problem_validation
+
+
+
+@asset(
+    group_name=GROUP, code_version=CODE_VERSION,
+    ins=STUDY_PROBLEM_INS,
+    description="Mutants of each validated problem's fixed function (AST operators, body of the function under "
+                "test only, capped per problem with a seeded sample), with the dataset oracle's verdict: a mutant "
+                "the oracle does not kill is flagged likely_equivalent.",
+)
+def mutants(
+    context: AssetExecutionContext, config: MutantsConfig, warehouse: WarehouseResource, problems: pd.DataFrame,
+    problem_validation: pd.DataFrame,
+) -> Output[pd.DataFrame]:
+    wh = warehouse.get()
+    problems = study_problems_from(problems, problem_validation)
+    start = time.monotonic()
+    df, notes = ms.build_mutants(problems, config.cap, config.seed, config.oracle_timeout_s, config.workers)
+    wall = time.monotonic() - start
+    for n in notes:
+        context.log.warning(f"no mutants: {n}")
+    # rows of problems outside this run's subset stay; those of the problems mutated now are replaced
+    kept = wh.read_table("mutants", read_only=True)
+    kept = kept[~kept["task_id"].isin(problems["task_id"])]
+    stored = pd.concat([kept, df], ignore_index=True) if len(kept) else df  # the whole table, via the IO manager
+    per_op = df.groupby("operator").agg(mutants=("mutant_id", "size"), likely_equivalent=("likely_equivalent", "sum"))
+    sampled = df.drop_duplicates("task_id")
+    return Output(stored, metadata={
+        "problems": int(df["task_id"].nunique()),
+        "mutants": len(df),
+        "likely_equivalent": int(df["likely_equivalent"].sum()),
+        "oracle_timeouts": int(df["oracle_detail"].str.startswith("timeout").sum()),
+        "problems_sampled": int((sampled["n_candidates"] > config.cap).sum()),
+        "per_operator": MetadataValue.md(per_op.reset_index().to_markdown(index=False)),
+        "skipped": MetadataValue.json(notes),
+        "wall_s": round(wall, 2),
+    })

@@ -1,0 +1,186 @@
+"""The study's models, read from the study file (study.toml): names, how each is reached, its settings.
+
+Plain data (no Dagster). The file lists one ``[[models]]`` table per model::
+
+    [[models]]
+    name = "qwen2.5-coder-1.5b"       # short name: the `model_name` column of every per-model row
+    bundled = "qwen2.5-coder-1.5b"    # a bundled GGUF by name (llm/embedded_model.py), or
+    # gguf = "/models/other.gguf"     # another GGUF file, served by the embedded llama-server, or
+    # urls = ["http://gpu:8080"]      # running OpenAI-compatible servers
+    # slots = 2                       # parallel requests (the embedded server's slots)
+    # chat_template_kwargs = {}       # added to every request's chat_template_kwargs
+    # max_tokens_off = 768            # output caps for this model (else EVALMISLEAD_MAX_TOKENS_*)
+    # max_tokens_on = 1024
+    # parameters = "1.5B"             # size label for the size table (bundled models know theirs)
+    # family = "Qwen2.5-Coder"        # models of one family form the size table
+
+A study of one model keeps the asset keys unprefixed (``test_generations``); with several, each
+model's assets are prefixed with its key (``qwen2_5_coder_1_5b/test_generations``).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalmislead_assets.settings import ConfigError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_KEYS = {"name", "bundled", "gguf", "urls", "slots", "chat_template_kwargs", "max_tokens_off", "max_tokens_on",
+         "parameters", "family"}
+
+
+class StudyError(ConfigError):
+    """A bad study file or model selection; the message is one line naming the fix."""
+
+
+def model_key(name: str) -> str:
+    """A model name as an asset-key prefix: every character but letters, digits and '_' becomes '_'."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    bundled: str = ""
+    gguf: str = ""
+    urls: tuple[str, ...] = ()
+    slots: int | None = None
+    chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    max_tokens_off: int | None = None
+    max_tokens_on: int | None = None
+    parameters: str = ""
+    family: str = ""
+
+    @property
+    def key(self) -> str:
+        """The asset-key prefix and group name: the name with every other character as '_'."""
+        return model_key(self.name)
+
+    def max_tokens(self, thinking: str) -> int | None:
+        return self.max_tokens_off if thinking == "off" else self.max_tokens_on
+
+    def reach(self) -> str:
+        if self.urls:
+            return ",".join(self.urls)
+        return f"bundled {self.bundled}" if self.bundled else f"GGUF {self.gguf}"
+
+
+@dataclass(frozen=True)
+class Study:
+    models: tuple[ModelSpec, ...]
+    source: str  # the file it was read from (or "built-in")
+
+    @property
+    def prefixed(self) -> bool:
+        """Several models: each model's asset keys carry its key as prefix."""
+        return len(self.models) > 1
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.models]
+
+    def model(self, name: str) -> ModelSpec:
+        for m in self.models:
+            if m.name == name:
+                return m
+        raise StudyError(f"model {name!r} is not in the study ({self.source}); choose from {', '.join(self.names)}")
+
+    def by_key(self, key: str) -> ModelSpec:
+        for m in self.models:
+            if m.key == key:
+                return m
+        raise StudyError(f"no model of the study has the key {key!r}")
+
+
+def _model(raw: Any, where: str, bundled_names: Iterable[str]) -> ModelSpec:
+    if not isinstance(raw, dict):
+        raise StudyError(f"{where}: each [[models]] entry must be a table")
+    unknown = sorted(set(raw) - _KEYS)
+    if unknown:
+        raise StudyError(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(sorted(_KEYS))}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise StudyError(f"{where}: name {name!r} must be 1-64 letters, digits, '.', '_' or '-'")
+    reach = [k for k in ("bundled", "gguf", "urls") if raw.get(k)]
+    if len(reach) != 1:
+        raise StudyError(f"{where} ({name}): give exactly one of bundled, gguf or urls (got {reach or 'none'})")
+    bundled = raw.get("bundled", "")
+    known = list(bundled_names)
+    if bundled and bundled not in known:
+        raise StudyError(f"{where} ({name}): bundled = {bundled!r} is not a bundled model; choose from {', '.join(known)}")
+    urls = raw.get("urls", [])
+    if isinstance(urls, str):
+        urls = [urls]
+    if not isinstance(urls, list) or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
+        raise StudyError(f"{where} ({name}): urls must be a list of http:// or https:// URLs")
+    ints: dict[str, int | None] = {}
+    for k in ("slots", "max_tokens_off", "max_tokens_on"):
+        v = raw.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise StudyError(f"{where} ({name}): {k} = {v!r} must be a whole number of at least 1")
+        ints[k] = v
+    kwargs = raw.get("chat_template_kwargs", {})
+    if not isinstance(kwargs, dict) or "enable_thinking" in kwargs:
+        raise StudyError(f"{where} ({name}): chat_template_kwargs must be a table without enable_thinking "
+                         "(the thinking partition sets it)")
+    return ModelSpec(
+        name=name, bundled=bundled, gguf=str(raw.get("gguf", "")), urls=tuple(u.rstrip("/") for u in urls),
+        slots=ints["slots"], chat_template_kwargs=dict(kwargs), max_tokens_off=ints["max_tokens_off"],
+        max_tokens_on=ints["max_tokens_on"], parameters=str(raw.get("parameters", "")),
+        family=str(raw.get("family", "")),
+    )
+
+
+def parse_study(text: str, source: str, bundled_names: Iterable[str]) -> Study:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise StudyError(f"{source} is not valid TOML: {exc}") from None
+    raw_models = data.get("models")
+    if not isinstance(raw_models, list) or not raw_models:
+        raise StudyError(f"{source} lists no model; add a [[models]] table with a name and bundled, gguf or urls")
+    names = list(bundled_names)
+    models = tuple(_model(m, f"{source} [[models]] #{i + 1}", names) for i, m in enumerate(raw_models))
+    _check_unique(models, source)
+    return Study(models, source)
+
+
+def _check_unique(models: Iterable[ModelSpec], source: str) -> None:
+    seen: dict[str, str] = {}
+    for m in models:
+        if m.key in seen:
+            raise StudyError(f"{source}: models {seen[m.key]!r} and {m.name!r} have the same key {m.key!r}; rename one")
+        seen[m.key] = m.name
+
+
+def load_study(path: Path, bundled_names: Iterable[str]) -> Study:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise StudyError(f"study file {path} cannot be read ({exc.strerror or exc}); point EVALMISLEAD_STUDY at a "
+                         "study.toml or unset it") from None
+    return parse_study(text, str(path), bundled_names)
+
+
+def select(study: Study, names: Iterable[str], bundled_defaults: Mapping[str, ModelSpec]) -> Study:
+    """The study narrowed (and ordered) to ``names``: models of the file, or bundled models by name."""
+    chosen: list[ModelSpec] = []
+    for name in names:
+        if name in study.names:
+            chosen.append(study.model(name))
+        elif name in bundled_defaults:
+            chosen.append(bundled_defaults[name])
+        else:
+            raise StudyError(f"model {name!r} is neither in the study ({study.source}) nor bundled; choose from "
+                             f"{', '.join(dict.fromkeys([*study.names, *bundled_defaults]))}")
+    if not chosen:
+        raise StudyError("EVALMISLEAD_MODELS / --models names no model; name one or more, e.g. qwen2.5-coder-0.5b")
+    _check_unique(chosen, study.source)
+    if len({m.name for m in chosen}) != len(chosen):
+        raise StudyError(f"a model is named twice in {', '.join(m.name for m in chosen)}")
+    return Study(tuple(chosen), study.source)

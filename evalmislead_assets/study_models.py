@@ -1,0 +1,99 @@
+"""The study's models as the wiring sees them: the study file (settings.study_path), narrowed by
+EVALMISLEAD_MODELS, with each bundled model's size and family filled in, and the one-model
+environment overrides (EVALMISLEAD_LLM_URL, EVALMISLEAD_EMBEDDED_MODEL) checked against it.
+
+Read once per process (``study()`` caches): the Dagster definitions are built from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+
+from evalmislead_assets import settings
+from evalmislead_assets.llm import embedded_model
+from evalmislead_assets.store.schema import MODEL_COLUMN, PER_MODEL_TABLES
+from evalmislead_assets.study.models import ModelSpec, Study, StudyError, load_study, select
+
+
+def _bundled_default(model: embedded_model.BundledModel) -> ModelSpec:
+    return ModelSpec(name=model.name, bundled=model.name, parameters=model.parameters, family="Qwen2.5-Coder")
+
+
+BUNDLED_DEFAULTS: dict[str, ModelSpec] = {m.name: _bundled_default(m) for m in embedded_model.BUNDLED.values()}
+
+
+def _filled(m: ModelSpec) -> ModelSpec:
+    """A bundled model's size label and family, unless the file gives them."""
+    if not m.bundled:
+        return m
+    known = BUNDLED_DEFAULTS[m.bundled]
+    return dataclasses.replace(m, parameters=m.parameters or known.parameters, family=m.family or known.family)
+
+
+def load() -> Study:
+    """The study file, narrowed by EVALMISLEAD_MODELS; a StudyError (one line) when anything is wrong."""
+    path = settings.study_path()
+    study = load_study(path, embedded_model.BUNDLED)
+    names = settings.model_selection()
+    if names is not None:
+        study = select(study, names, BUNDLED_DEFAULTS)
+    study = Study(tuple(_filled(m) for m in study.models), study.source)
+    if study.prefixed:
+        for variable, value in (("EVALMISLEAD_LLM_URL", settings.llm_urls()),
+                                ("EVALMISLEAD_EMBEDDED_MODEL", settings.embedded_model_override())):
+            if value:
+                raise StudyError(f"{variable} sets the model of a one-model study, but this study has "
+                                 f"{len(study.models)} ({', '.join(study.names)}); unset it and give each model "
+                                 f"its urls or gguf in {study.source}")
+    return study
+
+
+@functools.cache
+def study() -> Study:
+    return load()
+
+
+def check() -> Study:
+    """Read the study afresh (not cached): for config checks before a run."""
+    return load()
+
+
+# Assets built once per model (definitions.py) that have no table of their own.
+PER_MODEL_ASSETS_WITHOUT_TABLE = frozenset({"study_report"})
+
+
+def model_for_path(path: Sequence[str]) -> ModelSpec | None:
+    """The model of an asset key's path: its prefix (a study of several models), else the study's only
+    model; None for the model-free assets (problems, problem_validation, mutants) and the model_* ones."""
+    name = path[-1]
+    if name not in PER_MODEL_TABLES and name not in PER_MODEL_ASSETS_WITHOUT_TABLE:
+        return None
+    current = study()
+    return current.by_key(path[0]) if len(path) > 1 else current.models[0]
+
+
+@functools.cache
+def unnamed_rows_model() -> str:
+    """Whose rows are those without a model (written before models were data, issue 19): the study
+    file's first model, whatever EVALMISLEAD_MODELS / --models select (a file from before held one model:
+    the default one)."""
+    return load_study(settings.study_path(), embedded_model.BUNDLED).models[0].name
+
+
+def reset() -> None:
+    """Forget the study read so far (a process that changes EVALMISLEAD_STUDY / _MODELS, e.g. a test)."""
+    study.cache_clear()
+    unnamed_rows_model.cache_clear()
+
+
+def model_filter_sql(name: str) -> tuple[str, list[str]]:
+    """SQL selecting one model's rows: ``model_name`` is ``name``, or NULL (a row written before models
+    were data, or by hand) when ``name`` is unnamed_rows_model(); each run names such rows
+    (Warehouse.name_unnamed_rows) before it writes."""
+    return f"coalesce({MODEL_COLUMN}, ?) = ?", [unnamed_rows_model(), name]
+
+
+__all__ = ["BUNDLED_DEFAULTS", "ModelSpec", "Study", "StudyError", "check", "load", "model_filter_sql", "model_for_path", "reset",
+           "study", "unnamed_rows_model"]

@@ -1,0 +1,228 @@
+"""Models as data (issue 19): the study file, the model selection, per-model asset keys, jobs and row scoping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from dagster import AssetKey, DagsterInstance, materialize
+
+from evalmislead_assets import study_models
+from evalmislead_assets.llm import embedded_model
+from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.study.models import ModelSpec, Study, StudyError, parse_study, select
+
+BUNDLED = list(embedded_model.BUNDLED)
+TWO = """
+[[models]]
+name = "alpha"
+urls = ["http://127.0.0.1:1"]
+parameters = "0.5B"
+family = "F"
+
+[[models]]
+name = "beta-1.5"
+urls = ["http://127.0.0.1:2"]
+slots = 1
+max_tokens_off = 99
+chat_template_kwargs = {reasoning_effort = "low"}
+parameters = "1.5B"
+family = "F"
+"""
+
+
+def _study(path: Path, text: str, monkeypatch: pytest.MonkeyPatch) -> Study:
+    path.write_text(text)
+    monkeypatch.setenv("EVALMISLEAD_STUDY", str(path))
+    monkeypatch.delenv("EVALMISLEAD_MODELS", raising=False)
+    monkeypatch.delenv("EVALMISLEAD_LLM_URL", raising=False)
+    monkeypatch.delenv("EVALMISLEAD_EMBEDDED_MODEL", raising=False)
+    study_models.reset()
+    return study_models.study()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_study():  # noqa: ANN202
+    study_models.reset()
+    yield
+    study_models.reset()
+
+
+def test_the_shipped_study_is_one_bundled_model() -> None:
+    study = study_models.load()
+    assert [m.name for m in study.models] == ["qwen2.5-coder-0.5b"] and not study.prefixed
+    assert study.models[0].bundled == "qwen2.5-coder-0.5b" and study.models[0].parameters == "0.5B"
+
+
+def test_two_models_parse_with_their_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    study = _study(tmp_path / "s.toml", TWO, monkeypatch)
+    assert study.prefixed and study.names == ["alpha", "beta-1.5"]
+    beta = study.model("beta-1.5")
+    assert beta.key == "beta_1_5" and beta.slots == 1 and beta.max_tokens("off") == 99 and beta.max_tokens("on") is None
+    assert dict(beta.chat_template_kwargs) == {"reasoning_effort": "low"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "lists no model"),
+    ("[[models]]\nname = 'a'\n", "exactly one of bundled, gguf or urls"),
+    ("[[models]]\nname = 'a'\nbundled = 'nope'\n", "is not a bundled model"),
+    ("[[models]]\nname = 'a b'\nbundled = 'qwen2.5-coder-0.5b'\n", "name 'a b'"),
+    ("[[models]]\nname = 'a'\nurls = ['ftp://x']\n", "http://"),
+    ("[[models]]\nname = 'a'\nurls = ['http://x']\nslots = 0\n", "slots = 0"),
+    ("[[models]]\nname = 'a'\nurls = ['http://x']\ncolour = 1\n", "unknown key"),
+    ("[[models]]\nname = 'a'\nurls = ['http://x']\nchat_template_kwargs = {enable_thinking = true}\n",
+     "without enable_thinking"),
+    ("[[models]]\nname = 'a.b'\nurls = ['http://x']\n[[models]]\nname = 'a_b'\nurls = ['http://y']\n", "same key"),
+    ("[[models\n", "not valid TOML"),
+])
+def test_a_bad_study_file_is_one_line_naming_the_fix(text: str, message: str) -> None:
+    with pytest.raises(StudyError, match=message) as info:
+        parse_study(text, "study.toml", BUNDLED)
+    assert "\n" not in str(info.value) and isinstance(info.value, ConfigError)
+
+
+def test_selection_takes_study_or_bundled_names_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    study = _study(tmp_path / "s.toml", TWO, monkeypatch)
+    chosen = select(study, ["qwen2.5-coder-1.5b", "alpha"], study_models.BUNDLED_DEFAULTS)
+    assert chosen.names == ["qwen2.5-coder-1.5b", "alpha"]
+    with pytest.raises(StudyError, match="neither in the study"):
+        select(study, ["gamma"], study_models.BUNDLED_DEFAULTS)
+    monkeypatch.setenv("EVALMISLEAD_MODELS", "qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
+    both = study_models.load()
+    assert both.prefixed and [m.parameters for m in both.models] == ["0.5B", "1.5B"]
+
+
+def test_one_server_overrides_refuse_a_study_of_several(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _study(tmp_path / "s.toml", TWO, monkeypatch)
+    monkeypatch.setenv("EVALMISLEAD_LLM_URL", "http://127.0.0.1:9")
+    with pytest.raises(StudyError, match="EVALMISLEAD_LLM_URL sets the model of a one-model study"):
+        study_models.load()
+
+
+def test_a_missing_study_file_names_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALMISLEAD_STUDY", str(tmp_path / "none.toml"))
+    with pytest.raises(StudyError, match="EVALMISLEAD_STUDY"):
+        study_models.load()
+
+
+def test_several_models_get_prefixed_keys_groups_and_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalmislead_assets.definitions import build
+
+    study = _study(tmp_path / "s.toml", TWO, monkeypatch)
+    defs = build(study)
+    graph = defs.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    for name in ("test_generations", "test_outcomes", "condition_rates", "study_report"):
+        assert {f"alpha/{name}", f"beta_1_5/{name}"} <= keys and name not in keys
+    assert {"problems", "problem_validation", "mutants", "model_rates", "model_average", "models_report"} <= keys
+    node = graph.get(AssetKey(["beta_1_5", "test_generations"]))
+    assert node.group_name == "beta_1_5" and node.partitions_def is not None
+    assert node.partitions_def.partitions_defs[0].name == "condition"  # condition x thinking kept
+    assert node.parent_keys == {AssetKey(["beta_1_5", "model_specs"]), AssetKey("problems"), AssetKey("problem_validation")}
+    assert node.metadata["evalmislead/model"] == "beta-1.5"
+    parents = graph.get(AssetKey("model_average")).parent_keys
+    assert AssetKey(["alpha", "test_outcomes"]) in parents and AssetKey(["beta_1_5", "test_outcomes"]) in parents
+    jobs = {j.name for j in defs.jobs}
+    assert {"generation_chain_job", "alpha__generation_chain_job", "beta_1_5__generation_chain_job"} <= jobs
+    checks = {k.asset_key for k in graph.asset_check_keys}
+    assert AssetKey(["alpha", "test_outcomes"]) in checks and AssetKey(["beta_1_5", "test_generations"]) in checks
+    defs.resolve_implicit_global_asset_job_def()  # the whole graph resolves into one job
+
+
+def test_one_model_keeps_todays_keys() -> None:
+    from evalmislead_assets.definitions import build
+
+    keys = {k.to_user_string() for k in build(study_models.load()).resolve_asset_graph().get_all_asset_keys()}
+    assert {"test_generations", "model_specs", "study_report", "model_rates"} <= keys
+    assert not any("/" in k for k in keys)
+
+
+def test_each_model_reads_and_replaces_only_its_own_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The IO manager scopes a model's asset by model_name: materializing beta's condition_rates leaves alpha's
+    rows as they are, and reads only beta's outcomes."""
+    from evalmislead_assets.assets import analysis
+    from evalmislead_assets.definitions import build
+    from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
+    from evalmislead_assets.store.database import Warehouse
+
+    study = _study(tmp_path / "s.toml", TWO, monkeypatch)
+    monkeypatch.setenv("EVALMISLEAD_DB", str(tmp_path / "m.duckdb"))
+    monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path / "data"))
+    wh = Warehouse(tmp_path / "m.duckdb")
+    outcome = {"condition": "buggy_code", "thinking": "off", "task_id": "Python/30", "problem_idx": 30}
+    for model, cells in (("alpha", ["misleading", "effective"]), ("beta-1.5", ["effective"] * 3)):
+        rows = pd.DataFrame([{**outcome, "test_id": f"t{i}", "outcome": c, "model_name": model}
+                             for i, c in enumerate(cells)])
+        wh.replace_rows("test_outcomes", rows, where={"model_name": model})
+        wh.replace_rows("test_generations", pd.DataFrame([{**outcome, "model_name": model, "finish_reason": "stop"}]),
+                        where={"model_name": model})
+        wh.replace_rows("generated_tests", pd.DataFrame([{**outcome, "model_name": model, "n_tests": len(cells),
+                                                           "import_ok": True, "source": "x"}]),
+                        where={"model_name": model})
+    defs = build(study)
+    beta = [a for a in defs.assets if AssetKey(["beta_1_5", "condition_rates"]) in getattr(a, "keys", set())]
+    alpha_rates = pd.DataFrame([{"condition": "buggy_code", "thinking": "off", "n_tests": 2, "model_name": "alpha"}])
+    wh.replace_rows("condition_rates", alpha_rates, where={"model_name": "alpha"})
+    before = wh.query_df("SELECT * FROM condition_rates WHERE model_name = 'alpha'")
+    specs = [a.to_source_asset(k) for a in defs.assets if hasattr(a, "keys") for k in a.keys
+             if k.path[-1] in ("test_outcomes", "test_generations", "generated_tests") and k.path[0] == "beta_1_5"]
+    res = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()}
+    assert analysis.condition_rates is not None and beta
+    assert materialize([*beta, *specs], selection=[AssetKey(["beta_1_5", "condition_rates"])], resources=res,
+                       instance=DagsterInstance.ephemeral()).success
+    after = wh.query_df("SELECT * FROM condition_rates ORDER BY model_name")
+    assert before.equals(wh.query_df("SELECT * FROM condition_rates WHERE model_name = 'alpha'"))
+    mine = after[after["model_name"] == "beta-1.5"].iloc[0]
+    assert (mine["n_tests"], mine["n_effective"], mine["n_misleading"]) == (3, 3, 0)  # beta's outcomes only
+
+
+def test_rows_without_a_model_become_the_first_models(tmp_path: Path) -> None:
+    from evalmislead_assets.store.database import Warehouse
+
+    wh = Warehouse(tmp_path / "old.duckdb")
+    wh.replace_rows("test_outcomes", pd.DataFrame([{"condition": "buggy_code", "thinking": "off", "task_id": "Python/1",
+                                                    "test_id": "t", "outcome": "both_pass"}]))
+    assert wh.name_unnamed_rows("m0") == {"test_outcomes": 1}
+    assert wh.query_df("SELECT model_name FROM test_outcomes")["model_name"].tolist() == ["m0"]
+    assert wh.name_unnamed_rows("m0") == {}
+
+
+def test_a_models_chat_template_kwargs_join_the_thinking_flag() -> None:
+    from evalmislead_assets.llm.types import ChatRequest, build_body
+
+    req = ChatRequest(asset="a", condition=None, thinking="on", task_id="Python/0",
+                      messages=[{"role": "user", "content": "x"}], max_tokens=8, enable_thinking=True)
+    assert build_body(req, "m", 1)["chat_template_kwargs"] == {"enable_thinking": True}  # as before: same cache keys
+    assert build_body(req, "m", 1, {"reasoning_effort": "low"})["chat_template_kwargs"] == {
+        "reasoning_effort": "low", "enable_thinking": True}
+
+
+def test_model_spec_reach_and_key() -> None:
+    m = ModelSpec(name="my.model-7b", gguf="/m.gguf")
+    assert m.key == "my_model_7b" and m.reach() == "GGUF /m.gguf"
+
+
+def test_a_model_that_is_not_there_stops_the_run_before_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalmislead_assets import config_check
+
+    for name in ("EVALMISLEAD_LLM_URL", "EVALMISLEAD_EMBEDDED_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EVALMISLEAD_MODELS", "qwen2.5-coder-1.5b")
+    monkeypatch.setattr(embedded_model, "installed", lambda model: False)
+    with pytest.raises(ConfigError, match="scripts/bootstrap.sh --model-1.5b") as info:
+        config_check.check_models(study_models.load())
+    assert "\n" not in str(info.value)
+    _study(tmp_path / "s.toml", f'[[models]]\nname = "g"\ngguf = "{tmp_path / "none.gguf"}"\n', monkeypatch)
+    with pytest.raises(ConfigError, match="none.gguf is missing"):
+        config_check.check_models(study_models.load())
+
+
+def test_rows_without_a_model_belong_to_the_study_files_first_model_whatever_is_selected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An old file holds the default model's rows: running only the 1.5B must not claim them."""
+    monkeypatch.setenv("EVALMISLEAD_MODELS", "qwen2.5-coder-1.5b")
+    assert study_models.study().names == ["qwen2.5-coder-1.5b"]
+    assert study_models.unnamed_rows_model() == "qwen2.5-coder-0.5b"
+    assert study_models.model_filter_sql("qwen2.5-coder-1.5b")[1] == ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
