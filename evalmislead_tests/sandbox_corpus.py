@@ -1,4 +1,4 @@
-"""The adversarial corpus (evalmislead_tests/hostile/*.py): run it, and what each file must get.
+"""The adversarial corpus (evalmislead_tests/sandbox/hostile/*.py): run it, and what each file must get.
 
 ``run_corpus(base)`` runs every file against a buggy and a fixed version through ``Sandbox`` with
 the static scan off (so that the runtime defences are what is measured), plus the mutant check,
@@ -20,7 +20,7 @@ from typing import Any
 from evalmislead_assets.mutation import scoring as mutation_scoring
 from evalmislead_assets.sandbox.host import Limits, Module, Sandbox
 
-HOSTILE = Path(__file__).resolve().parent / "hostile"
+HOSTILE = Path(__file__).resolve().parent / "sandbox" / "hostile"
 BUGGY = "def get_positive(l):\n    return [e for e in l if e < 0]\n"
 FIXED = "def get_positive(l):\n    return [e for e in l if e > 0]\n"
 MUTANT = "def get_positive(l):\n    return [e for e in l if e >= 0]\n"
@@ -64,7 +64,7 @@ FILE_ERRORS = {
 }
 
 
-REPO = HOSTILE.parents[1]
+REPO = HOSTILE.parents[2]
 
 
 def outside_paths(base: str) -> tuple[str, str]:

@@ -13,7 +13,7 @@ import pytest
 
 from evalmislead_assets.cli import run_guard
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 HOLDER = textwrap.dedent("""
     import sys, time

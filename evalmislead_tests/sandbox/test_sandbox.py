@@ -12,7 +12,7 @@ import pytest
 from evalmislead_assets.sandbox import host as sandbox
 from evalmislead_assets.sandbox.host import Limits, Module, Sandbox
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BUGGY = "def get_positive(l):\n    return [e for e in l if e < 0]\n"
 FIXED = "def get_positive(l):\n    return [e for e in l if e > 0]\n"
 NORMAL = """

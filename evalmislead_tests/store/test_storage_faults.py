@@ -19,7 +19,7 @@ import pytest
 from evalmislead_assets.store.database import IDENTITIES, StorageFileGone, StorageFileReplaced, Warehouse
 from evalmislead_assets.store.text_repair import escape_surrogates
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _outcomes(n: int, cond: str = "buggy_code", tag: str = "t") -> pd.DataFrame:

@@ -270,7 +270,7 @@ def test_bad_worker_count_fails_a_dagster_run_before_its_first_step(env: Path, m
 def test_dagster_asset_materialize_names_the_innermost_cause(tmp_path: Path) -> None:
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_bytes((Path(__file__).resolve().parents[1] / "dagster.yaml").read_bytes())
+    (home / "dagster.yaml").write_bytes((Path(__file__).resolve().parents[2] / "dagster.yaml").read_bytes())
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVALMISLEAD_")}
     env.update({"DAGSTER_HOME": str(home), "EVALMISLEAD_DB": str(tmp_path), "EVALMISLEAD_HOME": str(tmp_path / "d")})
     proc = subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",

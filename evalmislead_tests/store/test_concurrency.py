@@ -45,7 +45,7 @@ def test_four_writer_processes_at_the_same_moment(tmp_path: Path) -> None:
     Warehouse(db).execute("select 1")  # create the schema once, as the problems asset would
     n_writes = 20
     start_at = time.time() + 2.0  # after every interpreter has imported pandas and duckdb
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     procs = [
         subprocess.Popen([sys.executable, "-c", WRITER, str(db), c, str(n_writes), str(start_at)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -13,7 +13,7 @@ from evalmislead_assets import jobs
 from evalmislead_assets.definitions import defs
 from evalmislead_assets.partitions import condition_thinking_partitions, thinking_partitions
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_thinking_partition_keys_split_the_grid() -> None:

@@ -19,7 +19,7 @@ from evalmislead_assets.cli.sql_session import find_duckdb_cli
 from evalmislead_assets.resources import WarehouseIOManager
 from evalmislead_assets.store.database import Warehouse
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ONE_X = range(64, storage_format.MAX_1X_HEADER_VERSION + 1)
 
 

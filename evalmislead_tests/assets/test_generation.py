@@ -25,7 +25,7 @@ from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.stored import with_stored
 
 THINK_GRAMMAR = 'root ::= "<think>" [a-z ]{5,30} "</think>" [a-z .]{1,20}'
-QWEN_STYLE_TEMPLATE = Path(__file__).parent / "data" / "qwen3_style_chat_template.jinja"
+QWEN_STYLE_TEMPLATE = Path(__file__).resolve().parents[1] / "data" / "qwen3_style_chat_template.jinja"
 
 
 def _run(url: str, asset, key, config: dict | None = None, retries: int = 4, raise_on_error: bool = True):
@@ -229,7 +229,7 @@ def test_thinking_flag_is_not_trusted(seeded_warehouse, llama_server, monkeypatc
 
 def test_every_answer_records_the_servers_determinism_settings(seeded_warehouse, monkeypatch) -> None:
     """total_slots and build_info from /props, cache_prompt from the request (off), on specs and tests alike."""
-    from evalmislead_tests.test_determinism import ScriptedLLM
+    from evalmislead_tests.analysis.test_determinism import ScriptedLLM
 
     wh = seeded_warehouse
     monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30,0")
@@ -258,7 +258,7 @@ def test_answers_that_are_errors_fail_the_step_and_a_rerun_asks_only_for_them(
     wh = seeded_warehouse
     monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30,0")
     prompts_dir = tmp_path / "prompts"
-    shutil.copytree(Path(__file__).parents[1] / "prompts", prompts_dir)
+    shutil.copytree(Path(__file__).resolve().parents[2] / "prompts", prompts_dir)
     template = prompts_dir / "test_generation.md"
     template.write_text(template.read_text() + "\n" + "padding " * 3000)
     monkeypatch.setenv("EVALMISLEAD_PROMPTS_DIR", str(prompts_dir))

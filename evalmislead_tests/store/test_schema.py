@@ -15,7 +15,7 @@ from evalmislead_assets.store import schema
 from evalmislead_assets.execution.collection import stored_test_ids
 from evalmislead_assets.store.database import Warehouse
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 IDS = ["test_a[1, 2]", "test_b[x]", 'test_c["q\'s]', "test_d[a\\b]", "TestK::test_m"]
 
 

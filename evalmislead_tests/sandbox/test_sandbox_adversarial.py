@@ -1,4 +1,4 @@
-"""Issue 20: the adversarial corpus (evalmislead_tests/hostile/) through the real sandbox, as root and
+"""Issue 20: the adversarial corpus (evalmislead_tests/sandbox/hostile/) through the real sandbox, as root and
 as an unprivileged user; every class of the issue: PID forging, malformed lines, forged verdicts and
 harness tampering, IPC / sibling folder / /proc / leftover files / disk size, the caps, mutant runs.
 

@@ -215,7 +215,7 @@ def test_asset_materializes_one_partition(seeded_warehouse) -> None:  # noqa: AN
     from evalmislead_assets.assets import coverage as coverage_assets
     from evalmislead_assets.partitions import partition_key
     from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
-    from evalmislead_tests.test_scoring import WORKED_EXAMPLE
+    from evalmislead_tests.execution.test_scoring import WORKED_EXAMPLE
 
     wh = seeded_warehouse
     ids = re.findall(r"^def (test_\w+)", WORKED_EXAMPLE, flags=re.M)

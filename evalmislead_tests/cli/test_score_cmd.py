@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from evalmislead_assets.cli import main
-from evalmislead_tests.test_scoring import BUGGY, FIXED, WORKED_EXAMPLE
+from evalmislead_tests.execution.test_scoring import BUGGY, FIXED, WORKED_EXAMPLE
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_user_errors_are_one_line_exit_2(files, capsys, broken: str, message: st
 
 def test_a_file_writing_forged_lines_is_tampered_and_the_json_still_comes(files, capsys) -> None:
     """Issue 20: an unknown status / a non-object line made `score` exit 1 with no JSON (the batch lost); the
-    runtime path (one malformed line costs one test) is in test_sandbox_adversarial.py."""
+    runtime path (one malformed line costs one test) is in sandbox/test_sandbox_adversarial.py."""
     files["tests"].write_text(
         "import os\nfrom solution import get_positive\n\n"
         "def test_unknown_status():\n    for fd in range(3, 1024):\n        try:\n"

@@ -28,7 +28,7 @@ from evalmislead_assets import run_worker
 from evalmislead_assets.run_launcher import PARTITION_TAG, WorkerCheckingRunLauncher, fail_stale_runs
 from evalmislead_assets.run_worker import WORKER_TAG, worker_state
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 HANGING_RUN = textwrap.dedent("""
     import time
