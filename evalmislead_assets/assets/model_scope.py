@@ -17,6 +17,7 @@ from evalmislead_assets import study_models
 from evalmislead_assets.store.schema import MODEL_COLUMN
 from evalmislead_assets.study.models import ModelSpec
 
+
 def model_for_key(key: AssetKey) -> Optional[ModelSpec]:
     return study_models.model_for_path(key.path)
 

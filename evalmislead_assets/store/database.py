@@ -181,8 +181,9 @@ class Warehouse:
                         raise disk_full(self.path, exc, "closing") from exc
                     raise
 
-    def query_df(self, sql: str, params: list[Any] | None = None, read_only: bool = False) -> pd.DataFrame:
-        """Run one query. ``read_only``: a shared read lock, never the writer's (see ``read_connection``)."""
+    def query_df(self, sql: str, params: list[Any] | None = None, read_only: bool = True) -> pd.DataFrame:
+        """Run one query, read-only by default: a shared read lock, never the writer's (see
+        ``read_connection``); ``read_only=False`` for a statement that writes."""
         if read_only:
             with self.read_connection() as con:
                 return con.execute(sql, params or []).df()
@@ -259,7 +260,7 @@ class Warehouse:
 
     def read_table(
         self, table: str, where: Mapping[str, Any] | None = None, order_by: str | None = None,
-        read_only: bool = False, columns: list[str] | None = None,
+        read_only: bool = True, columns: list[str] | None = None,
     ) -> pd.DataFrame:
         clause, params = _where(where)
         order = f" ORDER BY {order_by}" if order_by else ""
