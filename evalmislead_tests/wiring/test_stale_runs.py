@@ -209,6 +209,13 @@ def test_next_evalmislead_run_frees_the_partition_of_a_killed_one(tmp_path: Path
     env.update({"DAGSTER_HOME": str(home), "EVALMISLEAD_HOME": str(tmp_path / "data"), "EVALMISLEAD_PROBLEMS": "30",
                 "EVALMISLEAD_DB": str(tmp_path / "data" / "study.duckdb"), "PYTHONPATH": str(PROJECT_ROOT),
                 "EVALMISLEAD_LLM_URL": f"http://127.0.0.1:{hung.getsockname()[1]}"})
+    # The instance's SQLite storage is created here, before the run starts: a reader opening a fresh home
+    # while the run's process creates the same tables left two alembic heads (seen in CI under load), and
+    # every later open then failed.
+    home.mkdir()
+    (home / "dagster.yaml").write_text((PROJECT_ROOT / "dagster.yaml").read_text())
+    subprocess.run([str(Path(sys.executable).parent / "dagster"), "instance", "migrate"], env=env, cwd=tmp_path,
+                   check=True, capture_output=True, timeout=300)
     cmd = [sys.executable, "-m", "evalmislead_assets.cli", "run"]
     first = subprocess.Popen(cmd, env=env, cwd=tmp_path, start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
