@@ -8,17 +8,18 @@ analysis/cross_model.py. Built from the study (definitions.py): with one model t
 
 
 import pandas as pd
-from dagster import AssetExecutionContext, AssetIn, AssetKey, AssetsDefinition, MaterializeResult, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, AssetIn, AssetsDefinition, MaterializeResult, MetadataValue, Output, asset
 
 from evalmislead_assets import settings
 from evalmislead_assets.analysis import cross_model
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.assets.analysis import OUTCOME_COLUMNS, UPSTREAM, plan_code_version
+from evalmislead_assets.jobs import model_keys
 from evalmislead_assets.report import build as rp
 from evalmislead_assets.report.sections import models as models_section
 from evalmislead_assets.report.sections import replication as replication_section
 from evalmislead_assets.store.schema import MODEL_COLUMN
-from evalmislead_assets.study.models import ModelSpec, Study
+from evalmislead_assets.study.models import Study
 
 GROUP = "models"
 TABLES = ("test_outcomes", "test_generations", "generated_tests")
@@ -30,12 +31,8 @@ def _columns(table: str) -> list[str]:
     return [*UPSTREAM[table].metadata["columns"], MODEL_COLUMN]
 
 
-def _key(study: Study, model: ModelSpec, table: str) -> AssetKey:
-    return AssetKey([model.key, table]) if study.prefixed else AssetKey(table)
-
-
 def _ins(study: Study) -> dict[str, AssetIn]:
-    return {f"{m.key}__{t}": AssetIn(key=_key(study, m, t), metadata={"columns": _columns(t)})
+    return {f"{m.key}__{t}": AssetIn(key=model_keys(study, [t], m)[0], metadata={"columns": _columns(t)})
             for m in study.models for t in TABLES}
 
 
@@ -97,7 +94,7 @@ def build(study: Study) -> list[AssetsDefinition]:
         return Output(df, metadata={"sizes": MetadataValue.json(chosen), "rows": len(df)})
 
     @asset(name="models_report", group_name=GROUP,
-           ins={t: AssetIn() for t in ("model_rates", "model_comparisons", "model_average", "model_sizes")},
+           ins={t: AssetIn() for t in models_section.TABLES},
            code_version=version,
            description="The report's 'Models side by side' section as its own file (report/models.md, .html).")
     def models_report(context: AssetExecutionContext, **frames: pd.DataFrame) -> MaterializeResult:

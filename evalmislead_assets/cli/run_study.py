@@ -12,6 +12,7 @@ from typing import NoReturn
 from evalmislead_assets import config_check, settings
 from evalmislead_assets.llm import stop_signals
 from evalmislead_assets.cli import run_guard
+from evalmislead_assets.study.models import Study
 
 HELP = "Run the study end to end (problems, generation, execution, analysis, report) as Dagster runs."
 
@@ -216,14 +217,14 @@ def _first_failure(result: object) -> str:
     return "unknown failure"
 
 
-def _print_summary(db: Path, since: object, study: object) -> None:
+def _print_summary(db: Path, since: object, study: Study) -> None:
     from evalmislead_assets.cli.summary import summary_lines
 
     base = settings.report_dir()
-    folders = [base / m.key for m in study.models] if study.prefixed else [base]  # type: ignore[attr-defined]
+    folders = [base / m.key for m in study.models] if study.prefixed else [base]
     reports = [f / name for f in folders for name in ("report.md", "report.html")] + [base / "models.md"]
-    print("\n".join(summary_lines(db, reports, since=since, models=study.names,  # type: ignore[attr-defined]
-                                   screening_hint=SCREENING_HINT)), flush=True)
+    print("\n".join(summary_lines(db, reports, since=since, models=study.names, screening_hint=SCREENING_HINT)),
+          flush=True)
 
 
 if __name__ == "__main__":

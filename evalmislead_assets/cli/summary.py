@@ -132,8 +132,8 @@ def summary_lines(
     out: list[str] = ["", llm_calls_line(db, since)]
     names = models or [None]
     for name in names:
-        where, params = ("", []) if name is None else (" WHERE coalesce(model_name, ?) = ?",
-                                                         [study_models.unnamed_rows_model(), name])
+        clause, params = ("", []) if name is None else study_models.model_filter_sql(name)
+        where = f" WHERE {clause}" if clause else ""
         head = f" [{name}]" if len(names) > 1 else ""
         if wh.table_exists("condition_rates"):
             rates = wh.query_df(f"SELECT * FROM condition_rates{where} ORDER BY thinking, condition", params,

@@ -358,7 +358,6 @@ _SPECS = (*_SPECS,
         ("effective_ci_high", "DOUBLE"), _LEVEL, _N_BOOT, _SEED,
     ),
 )
-CROSS_MODEL_TABLES: tuple[str, ...] = ("model_rates", "model_comparisons", "model_average", "model_sizes")
 
 SPECS: dict[str, Table] = {t.name: t for t in _SPECS}
 assert set(PER_MODEL_TABLES) <= set(SPECS), "a per-model table is not in the schema"

@@ -180,7 +180,7 @@ def select(study: Study, names: Iterable[str], bundled_defaults: Mapping[str, Mo
                              f"{', '.join(dict.fromkeys([*study.names, *bundled_defaults]))}")
     if not chosen:
         raise StudyError("EVALMISLEAD_MODELS / --models names no model; name one or more, e.g. qwen2.5-coder-0.5b")
-    _check_unique(chosen, study.source)
-    if len({m.name for m in chosen}) != len(chosen):
+    if len({m.name for m in chosen}) != len(chosen):  # before the key check, which a repeated name also trips
         raise StudyError(f"a model is named twice in {', '.join(m.name for m in chosen)}")
+    _check_unique(chosen, study.source)
     return Study(tuple(chosen), study.source)
