@@ -1,5 +1,5 @@
-"""Sensitivity line of the determinism probe: how far each stored comparison moves when the
-probed answers' re-generations replace them.
+"""Sensitivity of the determinism probe: how far each stored comparison moves when the
+probed answers' re-generations replace them (the numbers; report/sections/determinism.py words them).
 
 For each comparison row only the probed answers among the problems that comparison pairs over
 count (thinking on: the truncation-matched subset), and each is swapped against its stored
@@ -18,10 +18,6 @@ CELLS = ("misleading", "effective", "both_pass", "both_fail")
 
 def _opt(x: Any) -> Any:
     return None if x is None or (not isinstance(x, str) and pd.isna(x)) else x
-
-
-def _pts(x: Any) -> str:
-    return "–" if x is None or pd.isna(x) else f"{100 * float(x):+.1f}"
 
 
 SENSITIVITY_COLUMNS = [
@@ -135,22 +131,3 @@ def sensitivity(
             "shift": shift, "not_measured": why,
         })
     return pd.DataFrame(rows, columns=SENSITIVITY_COLUMNS)
-
-
-def sensitivity_lines(sens: pd.DataFrame) -> list[str]:
-    out = []
-    for s in sens.itertuples(index=False):
-        name = (f"{str(s.metric).replace('_', ' ')}, `{s.condition_a}` − `{s.condition_b}` "
-                f"(thinking {s.thinking}{'' if s.role == 'primary' else ', report-only'}"
-                f"{', truncation-matched subset' if s.subset == 'truncation_matched' else ''})")
-        level = f"{100 * float(s.level):g} %" if _opt(s.level) is not None else "CI"
-        stored = f"{_pts(s.estimate)} points [{level}: {_pts(s.ci_low)}, {_pts(s.ci_high)}]"
-        outside = (f"; {s.n_outside} probed answers of these conditions are outside this comparison's problems "
-                   "and left out" if s.n_outside else "")
-        if _opt(s.shift) is None:
-            out.append(f"- {name}: {stored}; run-to-run shift not measured ({s.not_measured}){outside}.")
-        else:
-            out.append(f"- {name}: {stored}; with the {s.n_probed} probed answers of its problems re-generated "
-                       f"({s.n_changed} with cell counts other than the stored ones): "
-                       f"{_pts(s.estimate_swapped)} points (shift {_pts(s.shift)}){outside}.")
-    return out

@@ -3,8 +3,8 @@
 Inputs are DataFrames with the columns of the upstream tables (``test_outcomes``,
 ``test_generations``, ``generated_tests``); outputs are the rows of the analysis tables
 declared in store/schema.py. Nothing here touches DuckDB or Dagster. The plan and the per-problem
-counts live in analysis_base, the secondary analyses (spec-label splits, reasoning
-mentions) in analysis_secondary; both are re-exported here.
+counts live in plan.py, the secondary analyses (spec-label splits, reasoning mentions) in
+secondary.py and reasoning_mentions.py; import them from there.
 
 Zero tests (issue 10): a rate over zero tests is not estimable and stored as NaN; a
 comparison where either side has zero tests gets no estimate, no interval and the verdict
@@ -23,12 +23,8 @@ import pandas as pd
 from evalmislead_assets.analysis import plan as base
 from evalmislead_assets.store import schema
 from evalmislead_assets.analysis import bootstrap as st
-from evalmislead_assets.analysis.plan import (  # noqa: F401 (re-exported: an.load_plan, an.METRICS, ...)
-    CELLS, KEY, METRICS, SUBSET_CONDITIONS, Plan, answered, cells_present, load_plan, per_problem,
-    problem_counts, universe,
-)
-from evalmislead_assets.analysis.secondary import (  # noqa: F401 (re-exported)
-    Keywords, find_mentions, keywords_path, load_keywords, reasoning_mentions, reasoning_of, spec_label_splits,
+from evalmislead_assets.analysis.plan import (
+    CELLS, KEY, METRICS, SUBSET_CONDITIONS, Plan, answered, cells_present, per_problem, problem_counts, universe,
 )
 from evalmislead_assets.execution.collection import is_one_version_error
 

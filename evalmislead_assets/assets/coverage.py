@@ -7,7 +7,8 @@ import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, Output, asset
 
 from evalmislead_assets.analysis import coverage as coverage_analysis
-from evalmislead_assets.assets.execution import PROBLEMS_IN, ExecutionConfig, make_sandbox, warn_if_degraded
+from evalmislead_assets.assets.problem_inputs import PROBLEMS_IN
+from evalmislead_assets.assets.sandbox_config import ExecutionConfig, make_sandbox, warn_if_degraded
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 
 

@@ -1,7 +1,7 @@
 """determinism_probe: re-send a seeded sample of stored test-generation requests and measure the noise.
 
 The logic is in `evalmislead_assets.analysis.determinism`; extraction, collection and scoring are the
-execution assets' own functions (`build_generated_tests`, `build_test_outcomes`).
+execution assets' own functions (`evalmislead_assets.execution.batch`).
 """
 
 import time
@@ -10,18 +10,25 @@ from typing import Optional
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, Config, Failure, MetadataValue, Output, asset
 
-from evalmislead_assets.analysis import determinism as det
+from evalmislead_assets.analysis.determinism import (
+    DEFAULT_SEED,
+    build_rows,
+    by_partition,
+    probe_requests,
+    problems_for,
+    sample,
+    scored_tests,
+    scoring_frame,
+    sensitivity,
+    summarize,
+)
+from evalmislead_assets.execution.batch import build_generated_tests, build_test_outcomes
 from evalmislead_assets.report.formatting import md_table
-from evalmislead_assets.report.sections import determinism as determinism_section
+from evalmislead_assets.report.sections.determinism import sensitivity_lines, settings_line
 from evalmislead_assets import settings
 from evalmislead_assets.assets.model_scope import model_of
-from evalmislead_assets.assets.execution import (
-    PROBLEMS_IN,
-    ExecutionConfig,
-    build_generated_tests,
-    build_test_outcomes,
-    make_sandbox,
-)
+from evalmislead_assets.assets.problem_inputs import PROBLEMS_IN
+from evalmislead_assets.assets.sandbox_config import make_sandbox
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.types import LLMUnreachable
 from evalmislead_assets.resources import LLMResource, WarehouseResource
@@ -37,15 +44,15 @@ class ProbeConfig(Config):
     """Launchpad settings of the determinism probe."""
 
     n: Optional[int] = None  # requests re-sent; None: EVALMISLEAD_PROBE_N (default 20)
-    seed: int = det.DEFAULT_SEED  # the sample's seed
+    seed: int = DEFAULT_SEED  # the sample's seed
     workers: Optional[int] = None  # sandbox workers; None: EVALMISLEAD_SANDBOX_WORKERS or the CPU count
     timeout_s: float = TEST_TIMEOUT_S  # per test and version
 
 
 def _metadata(df: pd.DataFrame, frames: dict[str, pd.DataFrame], wall_s: float, requests_sent: int) -> dict:
-    s = det.summarize(df)
-    sens = det.sensitivity(df, frames.get("bootstrap_comparisons", pd.DataFrame()), frames.get("test_outcomes"),
-                           frames.get("test_generations"), frames.get("truncation_matched_subset"))
+    s = summarize(df)
+    sens = sensitivity(df, frames.get("bootstrap_comparisons", pd.DataFrame()), frames.get("test_outcomes"),
+                       frames.get("test_generations"), frames.get("truncation_matched_subset"))
     return {
         "n": s.n,
         "requests_drawn": s.drawn,
@@ -54,9 +61,9 @@ def _metadata(df: pd.DataFrame, frames: dict[str, pd.DataFrame], wall_s: float, 
         # None (shown as missing), never 0.0, when no answer came back
         "share_identical_text": round(s.share_identical, 4) if s.share_identical is not None else None,
         "share_identical_scoring": round(s.share_tests_identical, 4) if s.share_tests_identical is not None else None,
-        "by_partition": MetadataValue.md(md_table(det.by_partition(df))),
-        "sensitivity": MetadataValue.md("\n".join(det.sensitivity_lines(sens)) or "_no comparison stored_"),
-        "server_settings": determinism_section.settings_line(df) if len(df) else "not run",
+        "by_partition": MetadataValue.md(md_table(by_partition(df))),
+        "sensitivity": MetadataValue.md("\n".join(sensitivity_lines(sens)) or "_no comparison stored_"),
+        "server_settings": settings_line(df) if len(df) else "not run",
         "wall_s": round(wall_s, 2),
     }
 
@@ -81,15 +88,15 @@ def determinism_probe(
     wh = warehouse.get()  # the probe's answers go to llm_calls as they arrive (never to llm_cache)
     start = time.monotonic()
     n = config.n if config.n is not None else settings.probe_n()
-    drawn = det.sample(test_generations, n, config.seed)
+    drawn = sample(test_generations, n, config.seed)
     if drawn.empty:
         context.log.warning("determinism_probe: test_generations has no stored answer; nothing to re-send")
-        df = det.build_rows(drawn, [], {}, config.seed)
+        df = build_rows(drawn, [], {}, config.seed)
         return Output(df, metadata={**_metadata(df, {}, time.monotonic() - start, 0),
                                            "status": "not run: no stored answer"})
     context.log.info(f"determinism_probe: re-sending {len(drawn)} stored requests (seed {config.seed}), cache bypassed")
     try:
-        results, stats = llm.run_batch_with_stats(wh, det.probe_requests(drawn), log=context.log, bypass_cache=True,
+        results, stats = llm.run_batch_with_stats(wh, probe_requests(drawn), log=context.log, bypass_cache=True,
                                                   model=model_of(context))
     except LLMUnreachable as exc:
         raise Failure(description=str(exc)) from None
@@ -97,16 +104,16 @@ def determinism_probe(
     if line:  # an error is not a re-generated answer: the probe would measure the server's faults
         raise Failure(description=line.split("; the ")[0] + "; re-run the probe once the server answers")
 
-    frame = det.scoring_frame(drawn, results)
-    by_key = det.problems_for(frame, drawn, problems.set_index("task_id"))
-    sandbox = make_sandbox(ExecutionConfig(workers=config.workers, timeout_s=config.timeout_s))
+    frame = scoring_frame(drawn, results)
+    by_key = problems_for(frame, drawn, problems.set_index("task_id"))
+    sandbox = make_sandbox(config)
     generated = build_generated_tests(frame, by_key, sandbox, settings.max_tests_per_answer())
     outcomes = build_test_outcomes(generated, by_key, sandbox)
-    df = det.build_rows(drawn, results, det.scored_tests(generated, outcomes), config.seed)
+    df = build_rows(drawn, results, scored_tests(generated, outcomes), config.seed)
     stored = {"bootstrap_comparisons": bootstrap_comparisons, "test_outcomes": test_outcomes,
               "test_generations": test_generations, "truncation_matched_subset": truncation_matched_subset}
     meta = _metadata(df, stored, time.monotonic() - start, stats.requests_sent)
-    s = det.summarize(df)
+    s = summarize(df)
     context.log.info(f"determinism_probe: {s.identical}/{s.n} identical text, {s.tests_identical}/{s.n} identical "
                      f"scoring, {s.errors} errors")
-    return Output(df, metadata=meta)  # asset determinism_probe = table det.TABLE
+    return Output(df, metadata=meta)  # asset determinism_probe = table analysis.determinism.TABLE

@@ -1,7 +1,7 @@
 """generated_tests and test_outcomes [condition x thinking]: extract, collect and run every generated test."""
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 import pandas as pd
 from dagster import (
@@ -9,7 +9,6 @@ from dagster import (
     AssetCheckResult,
     AssetExecutionContext,
     AssetIn,
-    Config,
     MetadataValue,
     Output,
     asset,
@@ -17,144 +16,16 @@ from dagster import (
 )
 
 from evalmislead_assets import settings
-from evalmislead_assets.execution import cells as scoring
-from evalmislead_assets.execution.collection import CollectRequest, collect_modules, stored_test_ids
-from evalmislead_assets.execution.extraction import defined_names, extract
+from evalmislead_assets.execution.batch import build_generated_tests, build_test_outcomes
+from evalmislead_assets.execution.cells import STATUSES, cell_counts, cell_rates, outcome
 from evalmislead_assets.assets.model_scope import model_sql
+from evalmislead_assets.assets.problem_inputs import PROBLEMS_IN
+from evalmislead_assets.assets.sandbox_config import ExecutionConfig, isolation_note, make_sandbox, warn_if_degraded
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
-from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S, Isolation, Limits, Sandbox
+from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.resources import WarehouseResource
 
 GROUP = "execution"
-
-
-class ExecutionConfig(Config):
-    """Launchpad settings for running generated tests."""
-
-    workers: Optional[int] = None  # parallel zygotes; None: EVALMISLEAD_SANDBOX_WORKERS or the number of CPUs
-    timeout_s: float = TEST_TIMEOUT_S  # per test and version
-
-
-def make_sandbox(config: ExecutionConfig) -> Sandbox:
-    workers = config.workers if config.workers is not None else settings.sandbox_workers()
-    return Sandbox(Limits(timeout_s=config.timeout_s), workers=workers)
-
-
-# the problem columns the sandbox needs (a projection of the problems input)
-PROBLEM_COLUMNS = ["task_id", "problem_idx", "entry_point", "buggy_code", "fixed_code"]
-PROBLEMS_IN = AssetIn("problems", metadata={"columns": PROBLEM_COLUMNS})
-
-
-def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox,
-                          max_tests: int = settings.DEFAULT_MAX_TESTS_PER_ANSWER) -> pd.DataFrame:
-    """One row per generation: the extracted module, how it was found, and its collected test ids.
-
-    ``generations`` has task_id, problem_idx, response_text, finish_reason, error; ``problems``
-    is indexed by task_id with entry_point, buggy_code, fixed_code. Only ids collected against
-    both versions are tests (the others go to ``one_version_ids``); of those, the first
-    ``max_tests`` in file order are scored and the rest counted in ``n_tests_over_cap``.
-    """
-    rows: list[dict[str, Any]] = []
-    requests: list[CollectRequest] = []
-    for g in generations.itertuples(index=False):
-        row: dict[str, Any] = {
-            "task_id": g.task_id, "problem_idx": _int(g.problem_idx), "source": None, "extraction": "none",
-            "import_ok": False, "n_tests": 0, "test_ids": [], "error": None, "finish_reason": _str(g.finish_reason),
-            "one_version_ids": [], "n_tests_over_cap": 0, "max_tests": max_tests,
-        }
-        truncated = " (answer truncated at the token cap)" if row["finish_reason"] == "length" else ""
-        problem = problems.loc[g.task_id] if g.task_id in problems.index else None
-        if _str(g.error):
-            row["error"] = f"generation failed: {g.error}"
-        elif problem is None:
-            row["error"] = f"problem {g.task_id} is not in the problems table"
-        else:
-            names = defined_names(problem.buggy_code) | defined_names(problem.fixed_code)
-            found = extract(_str(g.response_text), problem.entry_point, names)
-            row["extraction"] = found.extraction
-            if found.source.strip():
-                row["source"] = found.source
-            else:
-                row["error"] = "no code found in the answer" + truncated
-        rows.append(row)
-        requests.append(CollectRequest(row["source"] or "", problem.buggy_code if problem is not None else "",
-                                       problem.fixed_code if problem is not None else ""))
-    collected = collect_modules(requests, sandbox)
-    for row, found in zip(rows, collected):
-        if row["source"] is None:
-            continue
-        kept, over = cap_tests(list(found.test_ids), max_tests)
-        row["import_ok"], row["n_tests"], row["test_ids"] = found.import_ok, len(kept), kept
-        row["n_tests_over_cap"] = over
-        row["error"], row["one_version_ids"] = found.error, list(found.one_version_ids)
-    columns = ["task_id", "problem_idx", "source", "extraction", "import_ok", "n_tests", "test_ids", "error",
-               "finish_reason", "one_version_ids", "n_tests_over_cap", "max_tests"]
-    df = pd.DataFrame(rows, columns=columns)
-    df["problem_idx"] = df["problem_idx"].astype("Int32")
-    df["n_tests"] = df["n_tests"].astype("int32")
-    df["n_tests_over_cap"] = df["n_tests_over_cap"].astype("int32")
-    df["max_tests"] = df["max_tests"].astype("int32")
-    df["import_ok"] = df["import_ok"].astype(bool)
-    return df
-
-
-def cap_tests(test_ids: list[str], max_tests: int) -> tuple[list[str], int]:
-    """(the first ``max_tests`` ids in file order, how many were cut): the study's work cap per answer."""
-    if max_tests < 1:
-        raise ValueError(f"max_tests={max_tests}: set EVALMISLEAD_MAX_TESTS_PER_ANSWER to at least 1")
-    return test_ids[:max_tests], max(0, len(test_ids) - max_tests)
-
-
-def build_test_outcomes(generated: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox) -> pd.DataFrame:
-    """One row per collected test id: status against each version and its cell."""
-    generated = generated[generated["n_tests"] > 0]
-    jobs, keys = [], []
-    for g in generated.itertuples(index=False):
-        problem = problems.loc[g.task_id]
-        jobs.append((g.source, stored_test_ids(g.test_ids), problem.buggy_code, problem.fixed_code))
-        keys.append((g.task_id, _int(g.problem_idx)))
-    scored = scoring.score_many(jobs, sandbox)
-    rows = [
-        {"task_id": task_id, "problem_idx": idx, "test_id": s.test_id, "buggy_status": s.buggy_status,
-         "fixed_status": s.fixed_status, "outcome": s.outcome, "buggy_detail": s.buggy_detail,
-         "fixed_detail": s.fixed_detail, "seconds": s.seconds}
-        for (task_id, idx), tests in zip(keys, scored) for s in tests
-    ]
-    columns = ["task_id", "problem_idx", "test_id", "buggy_status", "fixed_status", "outcome", "buggy_detail",
-               "fixed_detail", "seconds"]
-    df = pd.DataFrame(rows, columns=columns)
-    df["problem_idx"] = df["problem_idx"].astype("Int32")
-    df["seconds"] = df["seconds"].astype(float)
-    return df
-
-
-def _int(x: Any) -> Optional[int]:
-    return None if x is None or pd.isna(x) else int(x)
-
-
-def _str(x: Any) -> str:
-    return "" if x is None or (not isinstance(x, str) and pd.isna(x)) else str(x)
-
-
-def warn_if_degraded(context: AssetExecutionContext, sandbox: Sandbox) -> None:
-    """One warning per step that ran tests without part of the OS isolation (shared by every sandbox asset)."""
-    if sandbox.isolation is not None and sandbox.isolation.missing():
-        context.log.warning(f"sandbox ran {isolation_note(sandbox.isolation)}; time, memory, file, process and "
-                            "output limits still applied")
-
-
-def isolation_note(iso: Optional[Isolation]) -> str:
-    """The isolation a batch got, for the UI metadata."""
-    if iso is None:
-        return "no test ran"
-    missing = iso.missing()
-    return "full (no network, read-only filesystem, PID namespace, own uid)" if not missing else \
-        "without " + ", ".join(missing) + (f" ({'; '.join(iso.notes)})" if iso.notes else "")
-
-
-def _md_table(counts: dict[str, Any], header: tuple[str, str]) -> str:
-    lines = [f"| {header[0]} | {header[1]} |", "|---|---|"] + [f"| {k} | {v} |" for k, v in counts.items()]
-    return "\n".join(lines)
 
 
 @asset(
@@ -196,7 +67,7 @@ def generated_tests(
         "files_over_test_cap": int((df["n_tests_over_cap"] > 0).sum()),
         "tests_over_cap": int(df["n_tests_over_cap"].sum()),
         "max_tests_per_answer": max_tests,
-        "extraction": MetadataValue.md(_md_table(how, ("how", "answers"))),
+        "extraction": MetadataValue.md(md_table(pd.DataFrame(list(how.items()), columns=["how", "answers"]))),
         "sandbox": isolation_note(sandbox.isolation),
         "wall_s": round(wall, 2),
     })
@@ -222,11 +93,11 @@ def test_outcomes(
     df = build_test_outcomes(generated, problems.set_index("task_id"), sandbox)
     wall = time.monotonic() - start
     warn_if_degraded(context, sandbox)
-    counts = scoring.cell_counts(df["outcome"])
-    rates = scoring.cell_rates(counts)
+    counts = cell_counts(df["outcome"])
+    rates = cell_rates(counts)
     statuses = {
         f"{version}:{status}": int((df[f"{version}_status"] == status).sum())
-        for version in ("buggy", "fixed") for status in scoring.STATUSES
+        for version in ("buggy", "fixed") for status in STATUSES
     }
     effective_problems = df.loc[df["outcome"] == "effective", "task_id"].nunique()
     runs = 2 * len(df)
@@ -235,7 +106,7 @@ def test_outcomes(
         **{k: v for k, v in counts.items()},
         **{f"{k}_rate": round(v, 4) for k, v in rates.items()},
         "problems_with_effective_test": int(effective_problems),
-        "statuses": MetadataValue.md(_md_table(statuses, ("version:status", "tests"))),
+        "statuses": MetadataValue.md(md_table(pd.DataFrame(list(statuses.items()), columns=["version:status", "tests"]))),
         "sandbox": isolation_note(sandbox.isolation),
         "wall_s": round(wall, 2),
         "runs_per_s": round(runs / wall, 1) if wall > 0 and runs else 0.0,
@@ -262,8 +133,8 @@ def every_test_in_one_cell(context: AssetCheckExecutionContext, warehouse: Wareh
     wh = warehouse.get()
     df = wh.query_df(f"SELECT condition, thinking, task_id, test_id, buggy_status, fixed_status, outcome "
                      f"FROM test_outcomes{where}", params)
-    valid_status = df["buggy_status"].isin(scoring.STATUSES) & df["fixed_status"].isin(scoring.STATUSES)
-    expected = [scoring.outcome(b, f) if ok else None
+    valid_status = df["buggy_status"].isin(STATUSES) & df["fixed_status"].isin(STATUSES)
+    expected = [outcome(b, f) if ok else None
                 for b, f, ok in zip(df["buggy_status"], df["fixed_status"], valid_status)]
     wrong_cell = df[(~valid_status) | (df["outcome"] != pd.Series(expected, index=df.index, dtype=object))]
     dupes = df[df.duplicated(["condition", "thinking", "task_id", "test_id"], keep=False)]

@@ -24,7 +24,7 @@ from evalmislead_assets.study import problems as problem_data
 from evalmislead_assets import settings
 from evalmislead_assets.llm import prompts
 from evalmislead_assets.assets.model_scope import model_of
-from evalmislead_assets.assets.problems import STUDY_PROBLEM_INS
+from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS
 from evalmislead_assets.study.models import ModelSpec
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult, LLMUnreachable

@@ -15,7 +15,8 @@ from evalmislead_assets.analysis import cross_model
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.assets.analysis import OUTCOME_COLUMNS, UPSTREAM, plan_code_version
 from evalmislead_assets.jobs import model_keys
-from evalmislead_assets.report import build as rp
+from evalmislead_assets.report.build import to_html
+from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.report.sections import models as models_section
 from evalmislead_assets.report.sections import replication as replication_section
 from evalmislead_assets.store.schema import MODEL_COLUMN
@@ -83,7 +84,7 @@ def build(study: Study) -> list[AssetsDefinition]:
                                                 "mean", "mean_ci_low", "mean_ci_high"]]
         return Output(df, metadata={"models": MetadataValue.json(names), "rows": len(df),
                                     "not_estimable": int((~df["estimable"].astype(bool)).sum()) if len(df) else 0,
-                                    "comparisons": MetadataValue.md(rp.md_table(shown.round(4)))})
+                                    "comparisons": MetadataValue.md(md_table(shown.round(4)))})
 
     @asset(name="model_sizes", group_name=GROUP, ins={"model_rates": AssetIn()}, code_version=version,
            description="The size table: the models of one family (study.toml) by parameter count, rates per "
@@ -105,7 +106,7 @@ def build(study: Study) -> list[AssetsDefinition]:
         out.mkdir(parents=True, exist_ok=True)
         md_path, html_path = out / "models.md", out / "models.html"
         md_path.write_text(text, encoding="utf-8")
-        html_path.write_text(rp.to_html(text), encoding="utf-8")
+        html_path.write_text(to_html(text), encoding="utf-8")
         return MaterializeResult(metadata={"report": MetadataValue.md(text), "markdown": MetadataValue.path(str(md_path)),
                                            "html": MetadataValue.path(str(html_path)),
                                            "models": MetadataValue.json(names)})

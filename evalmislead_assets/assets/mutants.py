@@ -7,22 +7,23 @@ from typing import Optional
 import pandas as pd
 from dagster import AssetExecutionContext, Config, MetadataValue, Output, asset
 
-from evalmislead_assets.mutation import mutator as mutation
-from evalmislead_assets.mutation import scoring as ms
-from evalmislead_assets.assets.problems import STUDY_PROBLEM_INS
+from evalmislead_assets.mutation.mutator import MAX_MUTANTS_PER_PROBLEM, MUTATOR_VERSION, SAMPLE_SEED
+from evalmislead_assets.mutation.scoring import build_mutants
+from evalmislead_assets.report.formatting import md_table
+from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS
 from evalmislead_assets.study.problems import study_problems_from
 from evalmislead_assets.resources import WarehouseResource
 from evalmislead_assets.execution.oracle_validation import ORACLE_TIMEOUT_S
 
 GROUP = "mutation"
-CODE_VERSION = f"{mutation.MUTATOR_VERSION}+cap{mutation.MAX_MUTANTS_PER_PROBLEM}+seed{mutation.SAMPLE_SEED}"
+CODE_VERSION = f"{MUTATOR_VERSION}+cap{MAX_MUTANTS_PER_PROBLEM}+seed{SAMPLE_SEED}"
 
 
 class MutantsConfig(Config):
     """Launchpad settings of the mutants asset."""
 
-    cap: int = mutation.MAX_MUTANTS_PER_PROBLEM  # mutants per problem; a seeded sample when there are more
-    seed: int = mutation.SAMPLE_SEED
+    cap: int = MAX_MUTANTS_PER_PROBLEM  # mutants per problem; a seeded sample when there are more
+    seed: int = SAMPLE_SEED
     oracle_timeout_s: float = ORACLE_TIMEOUT_S  # per mutant, as for problem_validation
     workers: Optional[int] = None  # oracle processes at once; None: as problem_validation
 
@@ -42,7 +43,7 @@ def mutants(
     wh = warehouse.get()
     problems = study_problems_from(problems, problem_validation)
     start = time.monotonic()
-    df, notes = ms.build_mutants(problems, config.cap, config.seed, config.oracle_timeout_s, config.workers)
+    df, notes = build_mutants(problems, config.cap, config.seed, config.oracle_timeout_s, config.workers)
     wall = time.monotonic() - start
     for n in notes:
         context.log.warning(f"no mutants: {n}")
@@ -58,7 +59,7 @@ def mutants(
         "likely_equivalent": int(df["likely_equivalent"].sum()),
         "oracle_timeouts": int(df["oracle_detail"].str.startswith("timeout").sum()),
         "problems_sampled": int((sampled["n_candidates"] > config.cap).sum()),
-        "per_operator": MetadataValue.md(per_op.reset_index().to_markdown(index=False)),
+        "per_operator": MetadataValue.md(md_table(per_op.reset_index())),
         "skipped": MetadataValue.json(notes),
         "wall_s": round(wall, 2),
     })

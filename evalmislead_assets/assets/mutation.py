@@ -1,7 +1,8 @@
 """mutation_scores [condition x thinking] (one per model): how well each generated test file tells the
-fixed function from its mutants (the mutants themselves: assets/mutants.py). The logic is in
-evalmislead_assets.mutation.mutator (the mutator) and evalmislead_assets.mutation.scoring (oracle flags,
-kill rule, score)."""
+fixed function from its mutants (the mutants themselves: assets/mutants.py). A multi-asset: its
+per-mutant rows are the asset mutant_kills, computed in the same step, same partitions. The logic is
+in evalmislead_assets.mutation.mutator (the mutator) and evalmislead_assets.mutation.scoring (oracle
+flags, kill rule, score)."""
 
 import time
 from typing import Optional
@@ -12,24 +13,27 @@ from dagster import (
     AssetCheckResult,
     AssetExecutionContext,
     AssetIn,
+    AssetKey,
     Config,
     MetadataValue,
     Output,
-    asset,
     asset_check,
+    multi_asset,
 )
 
 from evalmislead_assets import settings
 from evalmislead_assets.report.sections import mutation_score as mutation_report
-from evalmislead_assets.mutation import scoring as ms
-from evalmislead_assets.assets.execution import ExecutionConfig, isolation_note, make_sandbox
+from evalmislead_assets.mutation.scoring import MUTANT_TIMEOUT_S, build_scores
+from evalmislead_assets.assets.sandbox_config import ExecutionConfig, isolation_note, make_sandbox
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S
 from evalmislead_assets.resources import WarehouseResource
-from evalmislead_assets.assets.model_scope import model_sql, model_where
+from evalmislead_assets.assets.table_outs import table_outs
+from evalmislead_assets.assets.model_scope import model_sql
 from evalmislead_assets.assets.mutants import CODE_VERSION, GROUP
 
 SCORES_CODE_VERSION = CODE_VERSION + "+timeout-kill-half+run-cap"  # the kill rule of mutation_scoring
+MUTATION_TABLES = ("mutant_kills",)  # the side table of mutation_scores
 
 
 class MutationConfig(Config):
@@ -37,11 +41,11 @@ class MutationConfig(Config):
 
     workers: Optional[int] = None  # parallel zygotes; None: EVALMISLEAD_SANDBOX_WORKERS or the number of CPUs
     timeout_s: float = TEST_TIMEOUT_S  # per test against the fixed version (and slow tests against mutants)
-    mutant_timeout_s: float = ms.MUTANT_TIMEOUT_S  # per test against a mutant; over it is a kill if the fixed run
+    mutant_timeout_s: float = MUTANT_TIMEOUT_S  # per test against a mutant; over it is a kill if the fixed run
     # took under half the limit. Runs per file: EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE (settings).
 
 
-@asset(
+@multi_asset(
     group_name=GROUP, partitions_def=condition_thinking_partitions,
     ins={"generated_tests": AssetIn(metadata={
         "columns": ["task_id", "problem_idx", "source", "test_ids", "n_tests"], "order_by": "problem_idx"}),
@@ -49,18 +53,18 @@ class MutationConfig(Config):
             "columns": ["task_id", "mutant_id", "operator", "mutant_code", "likely_equivalent"],
             "order_by": "task_id, mutant_id"}),
         "problems": AssetIn(metadata={"columns": ["task_id", "fixed_code"]})},
-    code_version=SCORES_CODE_VERSION,
-    description="Per generated test file: its passing tests (on the fixed version) run against every mutant of "
-                "its problem in the sandbox (at most EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE runs per file); killed "
-                "mutants (a timeout kills only when the fixed run took under half the limit) and the mutation score "
-                "(killed / oracle-detectable mutants; NULL when not estimable). Per-mutant rows in mutant_kills.",
+    outs=table_outs(
+        "mutation_scores", MUTATION_TABLES, SCORES_CODE_VERSION,
+        "Per generated test file: its passing tests (on the fixed version) run against every mutant of its problem "
+        "in the sandbox (at most EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE runs per file); killed mutants (a timeout "
+        "kills only when the fixed run took under half the limit) and the mutation score (killed / "
+        "oracle-detectable mutants; NULL when not estimable). Per-mutant rows: its side table mutant_kills."),
 )
 def mutation_scores(
-    context: AssetExecutionContext, config: MutationConfig, warehouse: WarehouseResource,
+    context: AssetExecutionContext, config: MutationConfig,
     generated_tests: pd.DataFrame, mutants: pd.DataFrame, problems: pd.DataFrame,
-) -> Output[pd.DataFrame]:
+) -> tuple[Output[pd.DataFrame], Output[pd.DataFrame]]:
     condition, thinking = split_key(context.partition_key)
-    wh = warehouse.get()  # the side table mutant_kills
     generated = generated_tests[generated_tests["n_tests"] > 0].reset_index(drop=True)  # this partition's files
     muts = mutants[mutants["task_id"].isin(set(generated["task_id"]))].reset_index(drop=True)
     problems = problems.set_index("task_id")
@@ -72,15 +76,18 @@ def mutation_scores(
     sandbox = make_sandbox(ExecutionConfig(workers=config.workers, timeout_s=config.timeout_s))
     max_runs = settings.max_mutation_runs_per_file()
     start = time.monotonic()
-    scores, kills, run = ms.build_scores(generated, muts, problems, sandbox, config.mutant_timeout_s, max_runs)
+    scores, kills, run = build_scores(generated, muts, problems, sandbox, config.mutant_timeout_s, max_runs)
     wall = time.monotonic() - start
     where = {"condition": condition, "thinking": thinking}
-    # mutant_kills through the warehouse (this model's rows of the partition); mutation_scores through the IO manager
-    kill_rows = {**where, **model_where(context)}
-    wh.replace_rows("mutant_kills", kills.assign(**kill_rows), where=kill_rows)
     summ = mutation_report.summary(scores.assign(**where))
     first = summ.iloc[0] if len(summ) else None
-    return Output(scores.assign(**where), metadata={
+    # both tables through the IO manager: this model's rows of the partition
+    kills_output = Output(kills.assign(**where), output_name="mutant_kills", metadata={
+        "rows": len(kills),
+        "killed": int(kills["killed"].astype(bool).sum()),
+        "killed_by_timeout": int(kills["killed_by_timeout"].astype(bool).sum()),
+    })
+    return Output(scores.assign(**where), output_name="mutation_scores", metadata={
         "files": len(scores),
         "files_estimable": int(scores["mutation_score"].notna().sum()),
         "pooled_score": None if first is None or pd.isna(first["pooled_score"]) else round(float(first["pooled_score"]), 4),
@@ -97,11 +104,12 @@ def mutation_scores(
         "sandbox": isolation_note(run.isolation),
         "wall_s": round(wall, 2),
         "runs_per_s": round(run.runs / wall, 1) if wall > 0 and run.runs else 0.0,
-    })
+    }), kills_output
 
 
-@asset_check(asset=mutation_scores, description="Counts add up (killed <= mutants, equivalent <= mutants) and the "
-             "score is NULL exactly when it is not estimable; per-file counts match mutant_kills.")
+@asset_check(asset=AssetKey("mutation_scores"),
+             description="Counts add up (killed <= mutants, equivalent <= mutants) and the score is NULL exactly "
+                         "when it is not estimable; per-file counts match mutant_kills.")
 def mutation_scores_consistent(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
     wh = warehouse.get()
     model, params = model_sql(context)  # the checked model's rows

@@ -17,9 +17,6 @@ from evalmislead_assets.study import problems as problem_data
 from evalmislead_assets.execution import oracle_validation as validation
 from evalmislead_assets.resources import WarehouseResource
 
-# The study's problems (validated pairs in EVALMISLEAD_PROBLEMS, see problems.study_problems_from) are
-# drawn from these two inputs by every asset that works per problem.
-STUDY_PROBLEM_INS = {"problems": AssetIn(), "problem_validation": AssetIn(metadata={"columns": ["task_id", "valid"]})}
 
 @asset(group_name="problems", description="HumanEvalPack Python: 164 problems with buggy and fixed versions.")
 def problems(context: AssetExecutionContext) -> Output[pd.DataFrame]:

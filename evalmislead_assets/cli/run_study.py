@@ -26,10 +26,12 @@ DEMO_MAX_TOKENS_OFF = "768"
 DEMO_MAX_TOKENS_ON = "1024"
 DEMO_PROBE_N = "3"
 
-CHAIN = ["test_generations", "generated_tests", "test_outcomes", "test_coverage", "mutation_scores"]
+# a multi-asset is one step: each list names its side tables beside it (mutation_scores + mutant_kills, ...)
+CHAIN = ["test_generations", "generated_tests", "test_outcomes", "test_coverage", "mutation_scores", "mutant_kills"]
 ANALYSIS = [
     "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
-    "spec_labels", "reasoning_mentions", "determinism_probe", "study_report",
+    "spec_labels", "spec_label_agreement", "spec_label_splits",
+    "reasoning_mentions", "reasoning_mention_matches", "reasoning_mention_summary", "determinism_probe", "study_report",
 ]
 # after every model's analysis: the models side by side, their average, the size table (assets/models.py)
 ACROSS_MODELS = ["model_rates", "model_comparisons", "model_average", "model_sizes", "models_report"]

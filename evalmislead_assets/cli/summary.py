@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from evalmislead_assets import study_models
-from evalmislead_assets.report.build import test_body
+from evalmislead_assets.report.tables import test_body
 from evalmislead_assets.store.database import Warehouse
 
 NOT_ESTIMABLE = "0 tests: not estimable"

@@ -2,9 +2,10 @@
 
 Every table of PROTOCOL.md's "published run" section, in the same shape, for whatever the
 warehouse holds; missing partitions are named at the top instead of failing. This module
-loads the rows and assembles the document; the tables and core sections are in
-report_tables, the number formatting in report_format, the plots in report_plots, the
-method notes in report_method, and other analyses' sections in report_sections.
+loads the rows (the tables declared in inputs.py, nothing else) and assembles the document; the
+tables and core sections are in tables.py, the number formatting in formatting.py, the plots in
+plots.py, the method notes in sections/method_notes.py, and other analyses' sections in
+section_list.py.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,34 +23,40 @@ import pandas as pd
 from evalmislead_assets import settings
 from evalmislead_assets.report.sections import method_notes as report_method
 from evalmislead_assets.report import section_list as report_sections
-from evalmislead_assets.analysis.rates import Plan
+from evalmislead_assets.analysis.plan import Plan
+from evalmislead_assets.report.inputs import ReportSource
+from evalmislead_assets.report.inputs import read as read_inputs
+from evalmislead_assets.store.database import Warehouse
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
-from evalmislead_assets.report.formatting import (  # noqa: F401 (re-exported for sections and callers)
-    NOT_ESTIMABLE, ci, level_label, md_table, missing, pct, points, rate_or_not_estimable, rate_with_ci,
-)
+from evalmislead_assets.report.formatting import level_label, md_table
 from evalmislead_assets.report.plots import rates_plot, truncation_plot
 from evalmislead_assets.report.tables import ZERO_DEN as ZERO_DEN_LABEL
-from evalmislead_assets.report.tables import (  # noqa: F401 (re-exported)
-    EXAMPLE_TASK, MAX_EXAMPLE_TESTS, comparison_subset_note, comparison_table, example_section, mentions_section,
-    rates_table, spec_section, test_body, thinking_table, truncation_lines, truncation_table,
+from evalmislead_assets.report.tables import (
+    EXAMPLE_TASK, comparison_subset_note, comparison_table, example_section, mentions_section, rates_table,
+    spec_section, thinking_table, truncation_lines, truncation_table,
 )
 
 ImageRef = Callable[[str, bytes], str]
+_TABLE = "table"  # field metadata: the field is the input table of its name, as stored
+
+
+def _table() -> Any:  # a dataclass field, typed as its DataFrame by the annotation
+    return field(metadata={_TABLE: True})
 
 
 @dataclass
 class ReportData:
     """The stored rows a report is drawn from (each frame may be empty)."""
 
-    condition_rates: pd.DataFrame
-    bootstrap_comparisons: pd.DataFrame
-    truncation_matched_subset: pd.DataFrame
-    thinking_comparisons: pd.DataFrame
-    spec_labels: pd.DataFrame
-    spec_label_agreement: pd.DataFrame
-    spec_label_splits: pd.DataFrame
-    reasoning_mentions: pd.DataFrame
-    reasoning_mention_summary: pd.DataFrame
+    condition_rates: pd.DataFrame = _table()
+    bootstrap_comparisons: pd.DataFrame = _table()
+    truncation_matched_subset: pd.DataFrame = _table()
+    thinking_comparisons: pd.DataFrame = _table()
+    spec_labels: pd.DataFrame = _table()
+    spec_label_agreement: pd.DataFrame = _table()
+    spec_label_splits: pd.DataFrame = _table()
+    reasoning_mentions: pd.DataFrame = _table()
+    reasoning_mention_summary: pd.DataFrame = _table()
     example_outcomes: pd.DataFrame  # test_outcomes rows of the worked example's task
     example_sources: pd.DataFrame  # generated_tests rows (condition, thinking, source) of that task
     example_problem: dict = field(default_factory=dict)
@@ -57,67 +65,31 @@ class ReportData:
     method: dict[str, pd.DataFrame] = field(default_factory=dict)  # report_method's frames
 
 
-TABLES_READ = [
-    "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons", "spec_labels",
-    "spec_label_agreement", "spec_label_splits", "reasoning_mentions", "reasoning_mention_summary",
-]
-
-
-class FrameSource:
-    """The tables a report reads, given as DataFrames (the report asset's inputs), queried with the same SQL
-    as a warehouse through an in-memory DuckDB; each table keeps its declared column types."""
-
-    def __init__(self, frames: Mapping[str, pd.DataFrame]) -> None:
-        import duckdb
-
-        from evalmislead_assets.store.schema import TABLES
-
-        self.tables = dict(frames)
-        self._con = duckdb.connect(":memory:")
-        for name, df in self.tables.items():
-            declared = dict(TABLES.get(name, []))
-            if declared and all(c in declared for c in df.columns):
-                cols = ", ".join(f"{c} {declared[c].replace(' PRIMARY KEY', '')}" for c in df.columns)
-                self._con.execute(f"CREATE TABLE {name} ({cols})")
-                if len(df):
-                    self._con.register("_frame", df)
-                    self._con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM _frame")
-                    self._con.unregister("_frame")
-            else:
-                self._con.register(name, df)
-
-    def table_exists(self, name: str) -> bool:
-        return name in self.tables
-
-    def read_table(self, name: str) -> pd.DataFrame:
-        return self.tables[name].reset_index(drop=True) if name in self.tables else pd.DataFrame()
-
-    def query_df(self, sql: str, params: list | None = None) -> pd.DataFrame:
-        return self._con.execute(sql, params or []).df()
-
-
-def load_data(source) -> ReportData:  # noqa: ANN001 (storage.Warehouse or a mapping of table -> DataFrame)
-    """The report's rows, from a warehouse or from DataFrames keyed by table name (a missing table is empty)."""
-    warehouse = FrameSource(source) if isinstance(source, Mapping) else source
-    frames = {t: warehouse.read_table(t) if warehouse.table_exists(t) else pd.DataFrame() for t in TABLES_READ}
-    task = pick_example_task(warehouse)
+def load_data(source: Mapping[str, pd.DataFrame] | ReportSource | Warehouse) -> ReportData:
+    """The report's rows: the asset's input frames keyed by table name (every table of inputs.INPUTS), or a
+    warehouse, read through ``inputs.read``. A table the report reads that it was not given raises
+    ReportInputError, naming it."""
+    if isinstance(source, ReportSource):
+        tables = source
+    else:
+        tables = ReportSource(source if isinstance(source, Mapping) else read_inputs(source))
+    frames = {f.name: tables.read_table(f.name) for f in fields(ReportData) if f.metadata.get(_TABLE)}
+    task = pick_example_task(tables)
     ex_out = ex_src = pd.DataFrame()
     problem: dict = {}
     if task:
-        ex_out = warehouse.query_df(
+        ex_out = tables.query_df(
             "SELECT condition, thinking, test_id, buggy_status, fixed_status, outcome FROM test_outcomes "
             "WHERE task_id = ? ORDER BY condition, thinking, test_id", [task])
-        ex_src = warehouse.query_df(
+        ex_src = tables.query_df(
             "SELECT condition, thinking, source FROM generated_tests WHERE task_id = ?", [task])
-        p = warehouse.query_df(
+        p = tables.query_df(
             "SELECT task_id, entry_point, buggy_code, fixed_code, bug_type FROM problems WHERE task_id = ?", [task])
         problem = p.iloc[0].to_dict() if len(p) else {"task_id": task}
-    n = warehouse.query_df("SELECT count(DISTINCT task_id) AS n FROM test_generations")["n"].iloc[0]
-    # a section's table that no module has registered (or created) yet reads as empty; the section says so
-    extra = {t: warehouse.read_table(t) if warehouse.table_exists(t) else pd.DataFrame()
-             for t in report_sections.tables()}
+    n = tables.query_df("SELECT count(DISTINCT task_id) AS n FROM test_generations")["n"].iloc[0]
+    extra = {t: tables.read_table(t) for t in report_sections.tables()}
     return ReportData(**frames, example_outcomes=ex_out, example_sources=ex_src, example_problem=problem,
-                      study_problems=int(n) if n else None, extra=extra, method=report_method.load(warehouse))
+                      study_problems=int(n) if n else None, extra=extra, method=report_method.load(tables))
 
 
 def pick_example_task(warehouse) -> str | None:  # noqa: ANN001

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from evalmislead_assets.store.hashing import sha256_file
 from evalmislead_assets import settings
-from evalmislead_assets.analysis.rates import load_plan
+from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.store.schema import TABLES as SCHEMA_TABLES
 from evalmislead_assets.settings import ConfigError
 

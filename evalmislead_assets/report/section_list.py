@@ -1,9 +1,11 @@
 """Report sections contributed by other modules, listed in one place.
 
 Each section names the tables it reads and a render function from those frames to
-Markdown lines; `report.load_data` reads the tables and `report.build` appends the
-sections, in this order, after the core sections. A section whose tables are missing
-gets empty frames and must say so itself (never a number drawn from no rows).
+Markdown lines; `build.load_data` reads the tables and `build.build` appends the
+sections, in this order, after the core sections. Every table a section names must be
+one of the report's inputs (inputs.INPUTS), else loading the report fails naming it. A
+section whose tables have no rows gets empty frames and must say so itself (never a
+number drawn from no rows).
 """
 
 from __future__ import annotations

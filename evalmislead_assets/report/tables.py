@@ -8,7 +8,7 @@ import re
 import pandas as pd
 
 from evalmislead_assets import settings
-from evalmislead_assets.analysis import spec_labels as sl
+from evalmislead_assets.analysis.spec_labels import bug_diff, category_counts
 from evalmislead_assets.study.conditions import CONDITIONS, THINKING_MODES
 from evalmislead_assets.report.formatting import (
     ci, level_label, md_table, missing, pct, points, rate_or_not_estimable, rate_with_ci,
@@ -123,7 +123,7 @@ def example_section(data) -> list[str]:  # noqa: ANN001 (data: report.ReportData
            else "task 30 is not in the run; this is the problem with the most misleading `buggy_code` tests")
     out = [f"`{p.get('entry_point', '?')}` ({task}; {why})."]
     if p.get("buggy_code") and p.get("fixed_code"):
-        out += ["", "The bug (buggy → fixed):", "", "```diff", sl.bug_diff(p["buggy_code"], p["fixed_code"]), "```"]
+        out += ["", "The bug (buggy → fixed):", "", "```diff", bug_diff(p["buggy_code"], p["fixed_code"]), "```"]
     o = data.example_outcomes
     for thinking in THINKING_MODES:
         for cond in ("buggy_code", "fixed_code"):
@@ -155,7 +155,7 @@ def spec_section(data) -> list[str]:  # noqa: ANN001
     if lab.empty:
         return ["_No spec labels stored (materialize `spec_labels`)._"]
     out = []
-    cc = sl.category_counts(lab).pivot(index="thinking", columns="category", values="n_specs").fillna(0).astype(int)
+    cc = category_counts(lab).pivot(index="thinking", columns="category", values="n_specs").fillna(0).astype(int)
     cols = ["transcribes_bug", "restores_correct", "neither"] + (["unlabelled"] if "unlabelled" in cc.columns else [])
     cc = cc.reindex(columns=cols, fill_value=0).reset_index()
     out += ["Specs per category (after human review; human labels replace the judge's):", "", md_table(cc)]

@@ -22,6 +22,10 @@ projection) and ``order_by`` are honoured.
 A model's asset (``study_models.model_for_path``: a per-model table, prefixed or the study's only model)
 reads and writes only that model's rows: ``model_name`` joins the partition columns, so materializing
 one model never deletes or rewrites another's.
+
+Every output is one table, named by the last part of its asset key: a multi-asset's outputs
+(``spec_labels`` with its side tables ``spec_label_agreement`` and ``spec_label_splits``,
+``mutation_scores`` with ``mutant_kills``, ...) are each stored in their own table, by the same rules.
 """
 
 from __future__ import annotations

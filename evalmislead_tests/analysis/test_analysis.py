@@ -6,7 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalmislead_assets.analysis import rates as an
+from evalmislead_assets.analysis.plan import load_plan
+from evalmislead_assets.analysis.rates import (
+    bootstrap_comparisons, condition_rates, thinking_comparisons, truncation_matched_subset,
+)
+from evalmislead_assets.analysis.reasoning_mentions import find_mentions, load_keywords
+from evalmislead_assets.analysis.secondary import keywords_path, reasoning_mentions, spec_label_splits
 from evalmislead_assets.settings import ConfigError
 
 M, E, BP, BF = "misleading", "effective", "both_pass", "both_fail"
@@ -46,7 +51,7 @@ def tables(study=STUDY, errors=None):
 
 @pytest.fixture(scope="module")
 def plan():
-    return an.load_plan()
+    return load_plan()
 
 
 def row(df, **where):
@@ -58,7 +63,7 @@ def row(df, **where):
 
 
 def test_condition_rates_by_hand(plan):
-    df = an.condition_rates(*tables(), plan)
+    df = condition_rates(*tables(), plan)
     assert len(df) == 4 and set(df["plan_sha256"]) == {plan.sha256}
     b = row(df, condition="buggy_code", thinking="off")
     assert (b.n_problems, b.n_answers, b.n_tests) == (5, 5, 7)
@@ -80,13 +85,13 @@ def test_condition_rates_by_hand(plan):
 
 def test_condition_with_no_tests_has_null_rate(plan):
     study = {("signature_only", "on"): {0: ([], "length", False), 1: ([], "length", False)}}
-    df = an.condition_rates(*tables(study), plan)
+    df = condition_rates(*tables(study), plan)
     r = row(df, condition="signature_only", thinking="on")
     assert r.n_tests == 0 and r.n_truncated_no_tests == 2 and np.isnan(r.misleading_rate)
 
 
 def test_bootstrap_comparisons_skip_missing_conditions_and_match_reference(plan):
-    df, notes = an.bootstrap_comparisons(*tables(), plan)
+    df, notes = bootstrap_comparisons(*tables(), plan)
     # model_spec is not in the run: comparisons 3 and 4 are skipped in both modes, and said so
     assert sorted(df["comparison_id"].unique()) == [1, 2]
     assert len(notes) == 2 and all("model_spec" in n for n in notes)
@@ -114,12 +119,12 @@ def test_bootstrap_comparisons_skip_missing_conditions_and_match_reference(plan)
 
 def test_truncation_matched_subset_and_thinking_comparison_by_hand(plan):
     outcomes, gens, gt = tables()
-    sub = an.truncation_matched_subset(outcomes, gens, gt, plan)
+    sub = truncation_matched_subset(outcomes, gens, gt, plan)
     assert list(sub["task_id"]) == [f"Python/{i}" for i in range(5)]
     assert list(sub.loc[sub["in_subset"], "task_id"]) == ["Python/0", "Python/4"]
     p2 = row(sub, task_id="Python/2")
     assert (p2.n_tests_buggy_off, p2.n_tests_fixed_off, p2.n_tests_buggy_on, p2.n_tests_fixed_on) == (0, 2, 2, 1)
-    tc = an.thinking_comparisons(outcomes, sub, plan)
+    tc = thinking_comparisons(outcomes, sub, plan)
     bm = row(tc, condition="buggy_code", metric="misleading_rate")
     # off: (2+1)/(3+1) = 0.75; on: (1+2)/(1+2) = 1. Resamples: {0,0} -> 1 - 2/3, {4,4} -> 0, mixed -> 0.25;
     # each extreme has probability 1/4, far more than the 0.625 % tails.
@@ -134,9 +139,9 @@ def test_truncation_matched_subset_and_thinking_comparison_by_hand(plan):
 def test_subset_is_empty_with_thinking_off_only(plan):
     study = {k: v for k, v in STUDY.items() if k[1] == "off"}
     outcomes, gens, gt = tables(study)
-    sub = an.truncation_matched_subset(outcomes, gens, gt, plan)
+    sub = truncation_matched_subset(outcomes, gens, gt, plan)
     assert len(sub) == 5 and not sub["in_subset"].any()
-    tc = an.thinking_comparisons(outcomes, sub, plan)
+    tc = thinking_comparisons(outcomes, sub, plan)
     assert (tc["n_problems"] == 0).all() and tc["estimate"].isna().all()
 
 
@@ -144,7 +149,7 @@ def test_spec_label_splits_by_hand(plan):
     outcomes, gens, gt = tables()
     labels = pd.DataFrame({"thinking": "off", "task_id": [f"Python/{i}" for i in range(4)],
                            "category": ["transcribes_bug", "restores_correct", "neither", "transcribes_bug"]})
-    sp = an.spec_label_splits(outcomes, gens, gt, labels, plan)
+    sp = spec_label_splits(outcomes, gens, gt, labels, plan)
     b = sp[(sp["condition"] == "buggy_code") & (sp["thinking"] == "off")].set_index("category")
     assert b.loc["transcribes_bug", "n_problems"] == 2 and b.loc["transcribes_bug", "n_tests"] == 4
     assert b.loc["transcribes_bug", "misleading_rate"] == pytest.approx(0.5)
@@ -157,7 +162,7 @@ def test_spec_label_splits_by_hand(plan):
 def test_reasoning_mentions_by_hand(plan, tmp_path):
     kw_file = tmp_path / "kw.txt"
     kw_file.write_text("# comment\n\\bbug\\b\n\\bwrong\\b\nname says\n", encoding="utf-8")
-    kw = an.load_keywords(kw_file)
+    kw = load_keywords(kw_file)
     outcomes, gens, _ = tables()
     reasoning = {
         "Python/0": ("The function name says positive but it returns negatives: a bug?", None),
@@ -169,7 +174,7 @@ def test_reasoning_mentions_by_hand(plan, tmp_path):
     g = gens[(gens["condition"] == "buggy_code") & (gens["thinking"] == "on")].copy()
     g["reasoning_text"] = g["task_id"].map(lambda t: reasoning[t][0])
     g["response_text"] = g["task_id"].map(lambda t: reasoning[t][1])
-    answers, matches, summary = an.reasoning_mentions(g, outcomes, kw, plan)
+    answers, matches, summary = reasoning_mentions(g, outcomes, kw, plan)
     a = answers.set_index("task_id")
     assert list(a.index[a["mentions"]]) == ["Python/0", "Python/2"]
     assert a.loc["Python/0", "n_matches"] == 2
@@ -186,10 +191,10 @@ def test_reasoning_mentions_by_hand(plan, tmp_path):
 
 
 def test_shipped_keywords_catch_typical_phrases(plan):
-    kw = an.load_keywords(an.keywords_path(plan))
+    kw = load_keywords(keywords_path(plan))
     hit = "Wait, the name get_positive suggests positives, but the code actually returns negatives. Maybe a bug."
     miss = "I will write tests for empty lists, single elements and long lists."
-    assert an.find_mentions(hit, kw) and not an.find_mentions(miss, kw)
+    assert find_mentions(hit, kw) and not find_mentions(miss, kw)
 
 
 # Sentences as they appear in thinking-on reasoning. A mention means noticing *this* code's bug.
@@ -222,27 +227,27 @@ ORDINARY_REASONING = [
 
 @pytest.mark.parametrize("sentence", NOTICES_THE_BUG)
 def test_shipped_keywords_find_a_noticed_bug(plan, sentence):
-    kw = an.load_keywords(an.keywords_path(plan))
-    assert an.find_mentions(f"Let me read the code. {sentence} Now the tests.", kw), sentence
+    kw = load_keywords(keywords_path(plan))
+    assert find_mentions(f"Let me read the code. {sentence} Now the tests.", kw), sentence
 
 
 @pytest.mark.parametrize("sentence", ORDINARY_REASONING)
 def test_shipped_keywords_ignore_self_correction_and_test_design(plan, sentence):
-    kw = an.load_keywords(an.keywords_path(plan))
-    assert an.find_mentions(f"Let me read the code. {sentence} Now the tests.", kw) == [], sentence
+    kw = load_keywords(keywords_path(plan))
+    assert find_mentions(f"Let me read the code. {sentence} Now the tests.", kw) == [], sentence
 
 
 def test_exclusions_drop_only_the_sentence_they_are_in(tmp_path):
     f = tmp_path / "kw.txt"
     f.write_text("\\bbug in the code\\b\nexclude: \\bfind any\\b\n", encoding="utf-8")
-    kw = an.load_keywords(f)
+    kw = load_keywords(f)
     assert len(kw.patterns) == 1 and len(kw.exclusions) == 1
     text = "Tests should find any bug in the code. Oh: there is a bug in the code, it negates."
-    found = an.find_mentions(text, kw)
+    found = find_mentions(text, kw)
     assert [m["position"] for m in found] == [text.rindex("bug in the code")]
     f.write_text("\\bbug\\b\nexclude: (unclosed\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="line 2"):
-        an.load_keywords(f)
+        load_keywords(f)
 
 
 def test_plan_file_is_valid_and_hash_is_of_its_bytes(plan, tmp_path):
@@ -250,10 +255,10 @@ def test_plan_file_is_valid_and_hash_is_of_its_bytes(plan, tmp_path):
     bad = tmp_path / "plan.json"
     bad.write_text(json.dumps({**plan.data, "bootstrap": {**plan.data["bootstrap"], "level": 98.75}}))
     with pytest.raises(ConfigError, match="level"):
-        an.load_plan(bad)
+        load_plan(bad)
     other = tmp_path / "plan2.json"
     other.write_text(json.dumps(plan.data))
-    assert an.load_plan(other).sha256 != plan.sha256  # whitespace differs: a different file, a different hash
+    assert load_plan(other).sha256 != plan.sha256  # whitespace differs: a different file, a different hash
 
 
 def test_views_answer_common_questions_in_one_line(tmp_path):
@@ -292,7 +297,7 @@ def test_counts_of_answers_that_never_reached_collection_are_separate(plan):
     errors = {("model_spec", "off", 1): ("HTTP 500: server error", None),
               ("model_spec", "off", 4): (None, one_version),
               ("model_spec", "off", 5): ("empty model spec", None)}
-    r = row(an.condition_rates(*tables(study, errors), plan), condition="model_spec", thinking="off")
+    r = row(condition_rates(*tables(study, errors), plan), condition="model_spec", thinking="off")
     assert (r.n_answers, r.n_tests, r.n_zero_tests) == (6, 1, 5)
     assert r.n_unimportable == 2  # Python/3 (import error) and Python/4 (collects on one version only)
     assert r.n_collect_one_version == 1
@@ -302,14 +307,14 @@ def test_counts_of_answers_that_never_reached_collection_are_separate(plan):
 def test_comparison_with_a_side_without_tests_is_not_estimable(plan):
     outcomes, gens, gt = tables()
     missing = (outcomes["condition"] == "buggy_code") & (outcomes["thinking"] == "off")
-    df, notes = an.bootstrap_comparisons(outcomes[~missing], gens, gt, plan)
+    df, notes = bootstrap_comparisons(outcomes[~missing], gens, gt, plan)
     for cid in (1, 2):
         r = row(df, thinking="off", comparison_id=cid)
         assert r.n_tests_a == 0 and r.n_tests_b == 6
         assert np.isnan(r.rate_a) and np.isnan(r.estimate) and np.isnan(r.ci_low) and np.isnan(r.ci_high)
         assert not r.excludes_zero and r.verdict == "not estimable (0 tests in buggy_code)"
     assert any("buggy_code|off" in n and "test_outcomes" in n for n in notes)
-    rates = an.condition_rates(outcomes[~missing], gens, gt, plan)
+    rates = condition_rates(outcomes[~missing], gens, gt, plan)
     b = row(rates, condition="buggy_code", thinking="off")
     assert b.n_tests == 0 and np.isnan(b.misleading_rate) and np.isnan(b.misleading_ci_low)
 
@@ -317,7 +322,7 @@ def test_comparison_with_a_side_without_tests_is_not_estimable(plan):
 def test_n_zero_denominator_counts_resamples_where_a_side_has_no_test(plan):
     study = {("buggy_code", "off"): {i: ([M] if i == 0 else [], "stop", True) for i in range(5)},
              ("fixed_code", "off"): {i: ([E], "stop", True) for i in range(5)}}
-    df, _ = an.bootstrap_comparisons(*tables(study), plan)
+    df, _ = bootstrap_comparisons(*tables(study), plan)
     r = row(df, thinking="off", comparison_id=1)
     rng = np.random.default_rng(plan.seed)
     expect = sum(int(0 not in rng.integers(0, 5, 5)) for _ in range(plan.n_boot))
@@ -325,7 +330,7 @@ def test_n_zero_denominator_counts_resamples_where_a_side_has_no_test(plan):
 
 
 def test_thinking_on_comparisons_run_on_the_truncation_matched_subset(plan):
-    df, _ = an.bootstrap_comparisons(*tables(), plan)
+    df, _ = bootstrap_comparisons(*tables(), plan)
     off = row(df, thinking="off", comparison_id=1)
     assert off.subset == "all" and off.n_problems == 5
     on = row(df, thinking="on", comparison_id=1)
@@ -337,7 +342,7 @@ def test_thinking_on_comparisons_run_on_the_truncation_matched_subset(plan):
 
 def test_thinking_on_comparisons_need_both_modes_for_the_subset(plan):
     study = {k: v for k, v in STUDY.items() if k[1] == "on"}
-    df, _ = an.bootstrap_comparisons(*tables(study), plan)
+    df, _ = bootstrap_comparisons(*tables(study), plan)
     on = row(df, thinking="on", comparison_id=1)
     assert on.n_problems == 0 and np.isnan(on.estimate)
     assert on.verdict == "not estimable (empty truncation-matched subset)"
@@ -350,7 +355,7 @@ def test_spec_label_splits_by_label_a(plan):
         "category": ["transcribes_bug", "restores_correct", "neither", "transcribes_bug", None],
         "transcribes_bug": [True, False, False, True, False],  # Python/4: (a) no, (b) unknown
     })
-    sp = an.spec_label_splits(outcomes, gens, gt, labels, plan)
+    sp = spec_label_splits(outcomes, gens, gt, labels, plan)
     b = sp[(sp["condition"] == "buggy_code") & (sp["thinking"] == "off")].set_index("category")
     assert set(b.loc[["transcribes_bug", "restores_correct", "neither", "unlabelled"], "split_by"]) == {"category"}
     yes, no = b.loc["transcribes_bug=yes"], b.loc["transcribes_bug=no"]

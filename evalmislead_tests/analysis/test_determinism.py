@@ -273,7 +273,7 @@ def test_sensitivity_swaps_the_probed_answers_into_each_comparison() -> None:
     assert sens.loc[1, "estimate_swapped"] == pytest.approx(0.4 + expected_shift)
     assert (sens.loc[1, "n_probed"], sens.loc[1, "n_changed"]) == (1, 1)
     assert pd.isna(sens.loc[3, "shift"]) and sens.loc[3, "n_probed"] == 0
-    lines = det.sensitivity_lines(sens.reset_index())
+    lines = determinism_section.sensitivity_lines(sens.reset_index())
     assert "not measured" in lines[1] and "shift -22.7" in lines[0] and "[98.75 %: +10.0, +70.0]" in lines[0]
 
 
@@ -293,7 +293,7 @@ def test_sensitivity_counts_only_the_problems_of_the_comparison() -> None:
     sens = det.sensitivity(probe, comparisons, stored, answered, matched)
     row = sens.iloc[0]
     assert (row["n_probed"], row["n_outside"]) == (0, 1) and pd.isna(row["shift"])
-    line = det.sensitivity_lines(sens)[0]
+    line = determinism_section.sensitivity_lines(sens)[0]
     assert "truncation-matched subset" in line and "1 probed answers of these conditions are outside" in line
     # the same answer inside the subset is swapped in: (2 misleading of 3 tests) - 0
     inside = det.sensitivity(probe, comparisons, stored, answered, matched.assign(in_subset=True))
@@ -339,7 +339,7 @@ def test_sensitivity_of_a_comparison_that_is_not_estimable_is_not_measured() -> 
     sens = det.sensitivity(probe, comparisons, stored, _answered(("buggy_code", "fixed_code"), "off", ["Python/0"]))
     assert sens["n_probed"].iloc[0] == 1 and pd.isna(sens["shift"].iloc[0])
     assert pd.isna(sens["estimate_swapped"].iloc[0])
-    assert "not measured" in det.sensitivity_lines(sens)[0]
+    assert "not measured" in determinism_section.sensitivity_lines(sens)[0]
 
 
 def test_report_section_is_registered_and_shows_the_figures() -> None:

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from dagster import materialize
 
-from evalmislead_assets.analysis import rates as an
+from evalmislead_assets.analysis.plan import METRICS, load_plan
 from evalmislead_assets.assets import analysis as assets
 from evalmislead_assets.llm.types import ChatResult
 from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
@@ -79,7 +79,7 @@ def test_condition_rates_and_bootstrap_from_stored_rows(wh):
     store_upstream(wh, modes=("off",))
     res = materialize(with_stored([assets.condition_rates, assets.bootstrap_comparisons]), resources=_resources(wh))
     assert res.success
-    plan = an.load_plan()
+    plan = load_plan()
     rates = wh.read_table("condition_rates")
     # exact rates, recomputed by SQL straight from the stored outcomes
     expect = wh.query_df(
@@ -107,7 +107,7 @@ def test_condition_rates_and_bootstrap_from_stored_rows(wh):
     for _, c in comp.iterrows():
         pa = per[per["condition"] == c["condition_a"]].reset_index(drop=True)
         pb = per[per["condition"] == c["condition_b"]].reset_index(drop=True)
-        cell = an.METRICS[c["metric"]]
+        cell = METRICS[c["metric"]]
         assert c["estimate"] == pytest.approx(pa[cell].sum() / pa["n"].sum() - pb[cell].sum() / pb["n"].sum())
         lo, hi = loop_bootstrap(pa, pb, cell, plan.n_boot, plan.level, plan.seed)
         assert (c["ci_low"], c["ci_high"]) == (pytest.approx(lo, abs=1e-12), pytest.approx(hi, abs=1e-12))
@@ -236,3 +236,51 @@ def test_a_failing_judge_server_fails_spec_labels_instead_of_storing_null_labels
     message = failure.step_failure_data.error.message.strip()
     assert "spec_labels (judge): 3 of 3 requests failed" in message and "HTTP 500" in message, message
     assert not res.asset_materializations_for_node("spec_labels")
+
+
+def _materialized(res, node: str) -> dict[str, dict]:  # noqa: ANN001
+    return {m.asset_key.to_user_string(): m.metadata for m in res.asset_materializations_for_node(node)}
+
+
+def test_reasoning_mentions_stores_its_side_tables_as_assets(wh):
+    """One step, three assets: each table stored by the IO manager (this model's rows), each with its metadata."""
+    from evalmislead_assets import study_models
+
+    store_upstream(wh, modes=("on",), n_problems=6)
+    res = materialize(with_stored([assets.reasoning_mentions]), resources=_resources(wh))
+    assert res.success
+    meta = _materialized(res, "reasoning_mentions")
+    assert set(meta) == {"reasoning_mentions", "reasoning_mention_matches", "reasoning_mention_summary"}
+    answers, matches, summary = (wh.read_table(t) for t in meta)
+    mentioning = set(answers.loc[answers["mentions"], "task_id"])
+    assert mentioning == {"Python/0", "Python/3"}  # "This looks like a bug." every third answer
+    assert set(matches["task_id"]) == mentioning and (matches["match"] == "bug").all()
+    with_tests = answers[answers["n_tests"] > 0]
+    groups = summary.set_index("mention_group")["n_problems"]
+    assert (groups["mentions"], groups["no_mention"], groups["all_with_tests"]) == (
+        with_tests["mentions"].sum(), (~with_tests["mentions"]).sum(), len(with_tests))
+    model = study_models.study().models[0].name
+    for df in (answers, matches, summary):
+        assert (df["model_name"] == model).all()
+    assert meta["reasoning_mentions"]["mentioning"].value == 2
+    assert meta["reasoning_mention_matches"]["matches"].value == len(matches) == 2
+    assert meta["reasoning_mention_matches"]["dagster/row_count"].value == 2
+    assert "misleading_rate" in meta["reasoning_mention_summary"]["summary"].value
+    # a re-run replaces each table's rows, no duplicates
+    assert materialize(with_stored([assets.reasoning_mentions]), resources=_resources(wh)).success
+    assert len(wh.read_table("reasoning_mention_matches")) == 2
+
+
+def test_spec_labels_stores_agreement_and_splits_as_assets(wh):
+    store_upstream(wh, modes=("off",), n_problems=4)
+    store_problems_and_specs(wh, 4)
+    res = materialize(with_stored([assets.spec_labels]), resources={**_resources(wh), "judge_llm": FakeJudge()})
+    assert res.success
+    meta = _materialized(res, "spec_labels")
+    assert set(meta) == {"spec_labels", "spec_label_agreement", "spec_label_splits"}
+    splits = wh.read_table("spec_label_splits")
+    assert set(splits["split_by"]) == {"category", "transcribes_bug"} and len(splits)
+    assert meta["spec_label_splits"]["rows"].value == len(splits)
+    assert "transcribes_bug" in meta["spec_labels"]["categories"].value
+    assert meta["spec_label_agreement"]["rows"].value == len(wh.read_table("spec_label_agreement"))
+    assert wh.read_table("spec_labels")["plan_sha256"].eq(load_plan().sha256).all()

@@ -8,7 +8,7 @@ import pytest
 
 from evalmislead_assets import settings
 from evalmislead_assets.report.sections import collected_not_scored as collection_report
-from evalmislead_assets.assets.execution import build_generated_tests, build_test_outcomes, cap_tests
+from evalmislead_assets.execution.batch import build_generated_tests, build_test_outcomes
 from evalmislead_assets.report.section_list import sections
 from evalmislead_assets.sandbox.host import Sandbox
 from evalmislead_assets.store.database import Warehouse
@@ -88,9 +88,6 @@ def test_tests_past_the_per_answer_cap_are_not_run(stored) -> None:
     row = generated.iloc[2]
     assert list(row.test_ids) == ["test_0", "test_1", "test_2"] and (row.n_tests, row.n_tests_over_cap) == (3, 2)
     assert row.max_tests == CAP and len(outcomes) == 1 + 3  # test_zero, then the capped file's three tests
-    assert cap_tests(["a", "b"], 5) == (["a", "b"], 0)
-    with pytest.raises(ValueError, match="EVALMISLEAD_MAX_TESTS_PER_ANSWER"):
-        cap_tests(["a"], 0)
 
 
 def test_report_section_counts_both(stored, tmp_path) -> None:

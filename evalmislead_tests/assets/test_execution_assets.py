@@ -68,10 +68,10 @@ def _seed(wh: Warehouse, condition: str = "buggy_code", thinking: str = "off") -
                     where={"condition": condition, "thinking": thinking})
 
 
-def _materialize(key, selection=None, raise_on_error: bool = True):
+def _materialize(key, selection=None, raise_on_error: bool = True, run_config: dict | None = None):
     return materialize(
         with_stored([execution.generated_tests, execution.test_outcomes, *CHECKS]),
-        selection=selection, partition_key=key,
+        selection=selection, partition_key=key, run_config=run_config,
         resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()},
         instance=DagsterInstance.ephemeral(), raise_on_error=raise_on_error,
     )
@@ -86,7 +86,10 @@ def test_partition_extracts_collects_runs_and_checks_pass(seeded_warehouse: Ware
     wh = seeded_warehouse
     _seed(wh)
     monkeypatch.setenv("EVALMISLEAD_MAX_TESTS_PER_ANSWER", "7")  # exactly the worked example's 7 tests
-    result = _materialize(partition_key("buggy_code", "off"))
+    # the launchpad settings of each asset (assets/sandbox_config.py: ExecutionConfig)
+    sandbox_config = {"config": {"workers": 2, "timeout_s": 10.0}}
+    result = _materialize(partition_key("buggy_code", "off"),
+                          run_config={"ops": {"generated_tests": sandbox_config, "test_outcomes": sandbox_config}})
     assert result.success
 
     gt = wh.read_table("generated_tests", order_by="problem_idx").set_index("task_id")
@@ -117,6 +120,11 @@ def test_partition_extracts_collects_runs_and_checks_pass(seeded_warehouse: Ware
 
     meta = {k: v.value for k, v in result.asset_materializations_for_node("test_outcomes")[0].metadata.items()}
     assert meta["tests"] == 11 and meta["misleading"] == 7
+    header, _, *rows = meta["statuses"].splitlines()  # a Markdown table (report.formatting.md_table)
+    assert [c.strip() for c in header.strip("|").split("|")] == ["version:status", "tests"]
+    statuses = {k.strip(): int(v) for k, v in (r.strip("|").split("|") for r in rows)}
+    assert statuses["buggy:passed"] == int((out["buggy_status"] == "passed").sum())
+    assert sum(v for k, v in statuses.items() if k.startswith("fixed:")) == 11
     # root: full OS isolation; without root the sandbox runs degraded (limits only) and the metadata says so,
     # while every status above is the same (test_sandbox skips only the corpus that asserts the isolation)
     assert meta["sandbox"].startswith("full" if os.geteuid() == 0 else "without")

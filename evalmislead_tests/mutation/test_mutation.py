@@ -423,4 +423,10 @@ def test_assets_materialize_mutants_and_a_partition(seeded_warehouse, monkeypatc
     # the cap kept test_empty away from the mutants: 9 runs, not 10 (one survivor x one test left out)
     assert (scores["max_runs"][0], scores["n_tests_capped"][0], scores["runs_dropped"][0], scores["runs"][0]) == \
         (9, 1, 1, 9)
-    assert len(wh.read_table("mutant_kills")) == 6
+    kills = wh.read_table("mutant_kills")
+    assert len(kills) == 6 and set(kills["condition"]) == {"buggy_code"} and int(kills["killed"].sum()) == 5
+    # mutant_kills is an asset of the same step, stored by the IO manager with its own metadata
+    meta = {m.asset_key.to_user_string(): m.metadata for m in result.asset_materializations_for_node("mutation_scores")}
+    assert set(meta) == {"mutation_scores", "mutant_kills"}
+    assert (meta["mutant_kills"]["rows"].value, meta["mutant_kills"]["killed"].value) == (6, 5)
+    assert meta["mutation_scores"]["files"].value == 1

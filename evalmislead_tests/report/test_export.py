@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from evalmislead_assets.report import export
-from evalmislead_assets.analysis.rates import load_plan
+from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.cli import main
 from evalmislead_assets.settings import ConfigError
 from evalmislead_assets.store.database import Warehouse

@@ -148,6 +148,11 @@ def test_the_asset_graph_has_every_dependency_an_asset_reads() -> None:
     for name in ("condition_rates", "bootstrap_comparisons", "truncation_matched_subset"):
         assert parents(name) == {"test_outcomes", "generated_tests", "test_generations"}
     assert {"generated_tests", "mutants", "problems"} <= parents("mutation_scores")
+    # side tables are assets: computed with their table from its inputs, and read by the report as inputs
+    assert parents("mutant_kills") == parents("mutation_scores")
+    assert parents("spec_label_splits") == parents("spec_labels")
+    assert parents("reasoning_mention_summary") == parents("reasoning_mentions")
+    assert {"spec_label_agreement", "spec_label_splits", "reasoning_mention_summary"} <= parents("study_report")
     assert {"generated_tests", "problems"} <= parents("test_coverage")
     assert {"test_generations", "problems"} <= parents("determinism_probe")
     mapping = graph.get(AssetKey("test_generations")).partition_mappings.get(AssetKey("model_specs"))

@@ -46,6 +46,25 @@ def test_jobs_resolve_in_definitions() -> None:
     assert isinstance(condition_thinking_partitions.get_partition_key_from_str("buggy_code|on"), MultiPartitionKey)
 
 
+def test_every_selection_takes_a_multi_asset_whole() -> None:
+    """A multi-asset (spec_labels, reasoning_mentions, mutation_scores and their side tables) is one step: each
+    job and each step of `evalmislead run` that selects one of its tables selects all of them."""
+    from evalmislead_assets.cli import run_study
+
+    graph = defs.resolve_asset_graph()
+    multi = {k for k in graph.get_all_asset_keys() if len(graph.get(k).execution_set_asset_keys) > 1}
+    assert {k.to_user_string() for k in multi} >= {
+        "spec_labels", "spec_label_agreement", "spec_label_splits", "reasoning_mentions",
+        "reasoning_mention_matches", "reasoning_mention_summary", "mutation_scores", "mutant_kills"}
+    selections = [run_study.CHAIN, run_study.ANALYSIS, run_study.ACROSS_MODELS,
+                  *([k.to_user_string() for k in j.asset_layer.executable_asset_keys]
+                    for j in (defs.resolve_job_def("generation_chain_job"), defs.resolve_job_def("model_specs_job")))]
+    for names in selections:
+        keys = {AssetKey(n) for n in names}
+        for key in keys:
+            assert graph.get(key).execution_set_asset_keys <= keys, (key, names)
+
+
 def test_module_prints_the_keys_for_the_cli() -> None:
     out = subprocess.run([sys.executable, "-m", "evalmislead_assets.jobs", "on"], capture_output=True, text=True,
                          check=True, cwd=ROOT).stdout.strip()

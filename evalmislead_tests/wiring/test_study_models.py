@@ -127,6 +127,20 @@ def test_several_models_get_prefixed_keys_groups_and_jobs(tmp_path: Path, monkey
     assert {"generation_chain_job", "alpha__generation_chain_job", "beta_1_5__generation_chain_job"} <= jobs
     checks = {k.asset_key for k in graph.asset_check_keys}
     assert AssetKey(["alpha", "test_outcomes"]) in checks and AssetKey(["beta_1_5", "test_generations"]) in checks
+    assert AssetKey(["beta_1_5", "mutation_scores"]) in checks
+    # a multi-asset's side tables: prefixed, in the model's group, one step with their table, read by the report
+    for table, sides in (("spec_labels", ("spec_label_agreement", "spec_label_splits")),
+                         ("reasoning_mentions", ("reasoning_mention_matches", "reasoning_mention_summary")),
+                         ("mutation_scores", ("mutant_kills",))):
+        step = {AssetKey(["beta_1_5", t]) for t in (table, *sides)}
+        for t in sides:
+            side = graph.get(AssetKey(["beta_1_5", t]))
+            assert side.group_name == "beta_1_5" and side.metadata["evalmislead/model"] == "beta-1.5"
+            assert side.execution_set_asset_keys == step
+            assert study_models.model_for_path(side.key.path).name == "beta-1.5"
+    report_parents = graph.get(AssetKey(["beta_1_5", "study_report"])).parent_keys
+    assert {AssetKey(["beta_1_5", "spec_label_splits"]), AssetKey(["beta_1_5", "reasoning_mention_summary"])} <= \
+        report_parents and AssetKey(["alpha", "spec_label_splits"]) not in report_parents
     defs.resolve_implicit_global_asset_job_def()  # the whole graph resolves into one job
 
 
@@ -175,6 +189,42 @@ def test_each_model_reads_and_replaces_only_its_own_rows(tmp_path: Path, monkeyp
     assert before.equals(wh.query_df("SELECT * FROM condition_rates WHERE model_name = 'alpha'"))
     mine = after[after["model_name"] == "beta-1.5"].iloc[0]
     assert (mine["n_tests"], mine["n_effective"], mine["n_misleading"]) == (3, 3, 0)  # beta's outcomes only
+
+
+def test_a_models_side_tables_replace_only_its_own_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """beta's reasoning_mentions multi-asset writes beta's rows of its side tables and leaves alpha's as they are."""
+    from evalmislead_assets.definitions import build
+    from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
+    from evalmislead_assets.store.database import Warehouse
+
+    study = _study(tmp_path / "s.toml", TWO, monkeypatch)
+    monkeypatch.setenv("EVALMISLEAD_DB", str(tmp_path / "m.duckdb"))
+    monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path / "data"))
+    wh = Warehouse(tmp_path / "m.duckdb")
+    answer = {"condition": "buggy_code", "thinking": "on", "task_id": "Python/30", "problem_idx": 30}
+    for model in ("alpha", "beta-1.5"):
+        wh.replace_rows("test_generations", pd.DataFrame([{**answer, "model_name": model, "finish_reason": "stop",
+                                                            "reasoning_text": f"{model}: this has a bug."}]),
+                        where={"model_name": model})
+        wh.replace_rows("test_outcomes", pd.DataFrame([{**answer, "model_name": model, "test_id": "t",
+                                                         "outcome": "misleading"}]), where={"model_name": model})
+    alpha_match = pd.DataFrame([{"thinking": "on", "task_id": "Python/1", "keyword": "k", "match": "old",
+                                 "model_name": "alpha"}])
+    wh.replace_rows("reasoning_mention_matches", alpha_match, where={"model_name": "alpha"})
+    before = wh.query_df("SELECT * FROM reasoning_mention_matches")
+    defs = build(study)
+    key = AssetKey(["beta_1_5", "reasoning_mentions"])
+    beta = [a for a in defs.assets if key in getattr(a, "keys", set())]
+    specs = [a.to_source_asset(k) for a in defs.assets if hasattr(a, "keys") for k in a.keys
+             if k.path[-1] in ("test_outcomes", "test_generations") and k.path[0] == "beta_1_5"]
+    res = materialize([*beta, *specs], selection=list(beta[0].keys), instance=DagsterInstance.ephemeral(),
+                      resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()})
+    assert res.success
+    assert wh.query_df("SELECT * FROM reasoning_mention_matches WHERE model_name = 'alpha'").equals(before)
+    mine = wh.query_df("SELECT * FROM reasoning_mention_matches WHERE model_name = 'beta-1.5'")
+    assert mine["snippet"].tolist() == ["beta-1.5: this has a bug."]  # beta's reasoning only
+    summary = wh.query_df("SELECT model_name, mention_group, n_problems FROM reasoning_mention_summary")
+    assert set(summary["model_name"]) == {"beta-1.5"} and len(summary) == 3
 
 
 def test_rows_without_a_model_become_the_first_models(tmp_path: Path) -> None:

@@ -1,0 +1,49 @@
+"""What every asset that runs tests in the sandbox shares: its launchpad settings, the sandbox built from them,
+and how it reports the isolation a batch got (the problem columns it reads: problem_inputs.py).
+
+Used by generated_tests, test_outcomes and test_coverage (assets/execution.py, assets/coverage.py),
+determinism_probe and mutation_scores. The settings stay per-asset run config (``ops: {test_outcomes:
+{config: {workers: 4, timeout_s: 10}}}``), not a resource, so each asset is tuned on its own in the launchpad.
+"""
+
+from typing import Optional, Protocol
+
+from dagster import AssetExecutionContext, Config
+
+from evalmislead_assets import settings
+from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S, Isolation, Limits, Sandbox
+
+
+class ExecutionConfig(Config):
+    """Launchpad settings for running generated tests."""
+
+    workers: Optional[int] = None  # parallel zygotes; None: EVALMISLEAD_SANDBOX_WORKERS or the number of CPUs
+    timeout_s: float = TEST_TIMEOUT_S  # per test and version
+
+
+class SandboxSettings(Protocol):
+    """Any launchpad config with the two sandbox fields (ExecutionConfig, the probe's ProbeConfig)."""
+
+    workers: Optional[int]
+    timeout_s: float
+
+
+def make_sandbox(config: SandboxSettings) -> Sandbox:
+    workers = config.workers if config.workers is not None else settings.sandbox_workers()
+    return Sandbox(Limits(timeout_s=config.timeout_s), workers=workers)
+
+
+def warn_if_degraded(context: AssetExecutionContext, sandbox: Sandbox) -> None:
+    """One warning per step that ran tests without part of the OS isolation (shared by every sandbox asset)."""
+    if sandbox.isolation is not None and sandbox.isolation.missing():
+        context.log.warning(f"sandbox ran {isolation_note(sandbox.isolation)}; time, memory, file, process and "
+                            "output limits still applied")
+
+
+def isolation_note(iso: Optional[Isolation]) -> str:
+    """The isolation a batch got, for the UI metadata."""
+    if iso is None:
+        return "no test ran"
+    missing = iso.missing()
+    return "full (no network, read-only filesystem, PID namespace, own uid)" if not missing else \
+        "without " + ", ".join(missing) + (f" ({'; '.join(iso.notes)})" if iso.notes else "")

@@ -1,0 +1,87 @@
+"""execution/batch.py: a partition's answers -> generated_tests rows -> test_outcomes rows.
+
+The real sandbox runs in evalmislead_tests/assets/test_collected_not_scored.py and test_execution_assets.py;
+here, answers that never reach it, the per-answer cap, and the frames' columns and types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import pytest
+
+from evalmislead_assets.execution.batch import build_generated_tests, build_test_outcomes, cap_tests
+from evalmislead_assets.sandbox.host import Collected, Module, Ran
+
+PROBLEMS = pd.DataFrame({"task_id": ["Python/1"], "problem_idx": [1], "entry_point": ["f"],
+                         "buggy_code": ["def f(x):\n    return x + 1\n"],
+                         "fixed_code": ["def f(x):\n    return x\n"]}).set_index("task_id")
+
+
+class NothingToRun:
+    """A sandbox that records what it is asked to run: these answers must not reach it."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+        self.isolation = None
+
+    def collect(self, modules: Sequence[Module]) -> list[Collected]:
+        self.asked.append(len(modules))
+        return []
+
+    def run(self, requests: Sequence[tuple[Module, str]], coverage: bool = False) -> list[Ran]:
+        self.asked.append(len(requests))
+        return []
+
+
+def _generations() -> pd.DataFrame:
+    return pd.DataFrame([
+        {"task_id": "Python/1", "problem_idx": 1, "response_text": None, "finish_reason": None,
+         "error": "HTTP 500 from server"},
+        {"task_id": "Python/404", "problem_idx": 404, "response_text": "```python\ndef test_a():\n    pass\n```",
+         "finish_reason": "stop", "error": None},
+        {"task_id": "Python/1", "problem_idx": 1, "response_text": "Let me think about", "finish_reason": "length",
+         "error": None},
+        {"task_id": "Python/1", "problem_idx": None, "response_text": "No tests today.", "finish_reason": "stop",
+         "error": float("nan")},
+    ])
+
+
+def test_answers_without_code_get_a_reason_and_run_nothing() -> None:
+    sandbox = NothingToRun()
+    df = build_generated_tests(_generations(), PROBLEMS, sandbox, max_tests=5)  # type: ignore[arg-type]
+    assert df["error"].tolist() == [
+        "generation failed: HTTP 500 from server",
+        "problem Python/404 is not in the problems table",
+        "no code found in the answer (answer truncated at the token cap)",
+        "no code found in the answer",
+    ]
+    assert df["source"].isna().all() and df["extraction"].tolist() == ["none", "none", "none", "none"]
+    assert df["n_tests"].tolist() == [0, 0, 0, 0] and not df["import_ok"].any()
+    assert df["finish_reason"].tolist() == ["", "stop", "length", "stop"]
+    assert df["max_tests"].tolist() == [5] * 4 and df["n_tests_over_cap"].tolist() == [0] * 4
+    assert df["problem_idx"].tolist()[:3] == [1, 404, 1] and pd.isna(df["problem_idx"].iloc[3])
+    assert str(df["problem_idx"].dtype) == "Int32" and str(df["n_tests"].dtype) == "int32"
+    assert sandbox.asked == [0]  # one (empty) collection batch, nothing scored
+
+    outcomes = build_test_outcomes(df, PROBLEMS, sandbox)  # type: ignore[arg-type]
+    assert outcomes.empty and outcomes.columns.tolist() == [
+        "task_id", "problem_idx", "test_id", "buggy_status", "fixed_status", "outcome", "buggy_detail",
+        "fixed_detail", "seconds"]
+    assert str(outcomes["problem_idx"].dtype) == "Int32" and outcomes["seconds"].dtype == float
+    assert sandbox.asked == [0, 0]
+
+
+def test_generated_tests_columns_in_order() -> None:
+    df = build_generated_tests(_generations().iloc[:0], PROBLEMS, NothingToRun())  # type: ignore[arg-type]
+    assert df.empty and df.columns.tolist() == [
+        "task_id", "problem_idx", "source", "extraction", "import_ok", "n_tests", "test_ids", "error",
+        "finish_reason", "one_version_ids", "n_tests_over_cap", "max_tests"]
+
+
+def test_cap_keeps_the_first_ids_in_file_order() -> None:
+    assert cap_tests(["a", "b"], 5) == (["a", "b"], 0)
+    assert cap_tests(["c", "a", "b"], 2) == (["c", "a"], 1)
+    with pytest.raises(ValueError, match="EVALMISLEAD_MAX_TESTS_PER_ANSWER"):
+        cap_tests(["a"], 0)
