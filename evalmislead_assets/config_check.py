@@ -59,10 +59,11 @@ def check_input_files() -> None:
     """The analysis plan, its keyword file and (when present) the review CSV parse; each loader names its file."""
     from evalmislead_assets.analysis import plan as analysis_base
     from evalmislead_assets.analysis import secondary as analysis_secondary
+    from evalmislead_assets.analysis.reasoning_mentions import load_keywords
     from evalmislead_assets.analysis import spec_labels
 
     plan = analysis_base.load_plan()
-    analysis_secondary.load_keywords(analysis_secondary.keywords_path(plan))
+    load_keywords(analysis_secondary.keywords_path(plan))
     review = settings.review_csv_path()
     if review.is_dir():
         raise ConfigError(f"review file {review} is a directory; point EVALMISLEAD_REVIEW_CSV at a CSV file")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from evalmislead_assets.sandbox import coverage_probe as cm
+from evalmislead_assets.sandbox import coverage_probe
 from evalmislead_assets.store import schema
 from evalmislead_assets.execution.collection import stored_test_ids
 from evalmislead_assets.sandbox.host import Module, Sandbox
@@ -49,18 +49,18 @@ def build_test_coverage(generated: pd.DataFrame, problems: pd.DataFrame, sandbox
     k = 0
     for g, ids in files:
         problem = problems.loc[g.task_id]
-        arcs: dict[str, set[cm.Arc]] = {v: set() for v in VERSIONS}
+        arcs: dict[str, set[coverage_probe.Arc]] = {v: set() for v in VERSIONS}
         measured = dict.fromkeys(VERSIONS, 0)
         for _ in ids:
             for version in VERSIONS:  # requests alternate buggy, fixed
-                got = cm.payload_arcs(ran[k].coverage)
+                got = coverage_probe.payload_arcs(ran[k].coverage)
                 k += 1
                 if got is not None:
                     arcs[version] |= got
                     measured[version] += 1
         for version in VERSIONS:
             code = problem.buggy_code if version == "buggy" else problem.fixed_code
-            fc = cm.measure(cm.function_shape(code, problem.entry_point), arcs[version])
+            fc = coverage_probe.measure(coverage_probe.function_shape(code, problem.entry_point), arcs[version])
             rows.append({
                 "task_id": g.task_id, "problem_idx": None if pd.isna(g.problem_idx) else int(g.problem_idx),
                 "version": version, "n_statements": fc.n_statements, "n_statements_run": fc.n_statements_run,

@@ -46,8 +46,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets.analysis import bootstrap as st
-from evalmislead_assets.analysis import plan as base
+from evalmislead_assets.analysis import bootstrap
+from evalmislead_assets.analysis import plan as analysis_plan
 from evalmislead_assets.analysis import rates
 from evalmislead_assets.analysis.plan import (
     METRICS, Plan, answered, cells_present, per_problem, problem_counts, universe,
@@ -206,10 +206,10 @@ def _side(w: np.ndarray, num: np.ndarray, den: np.ndarray, zero_rate: float) -> 
     bn, bd = w @ num, w @ den
     n_models = num.shape[1]
     per_model = num.sum(0) / np.where(den.sum(0) > 0, den.sum(0), np.nan)
-    mean = st.pooled_rate(bn, bd, zero_rate).mean(1) if n_models else np.full(len(w), NAN)
+    mean = bootstrap.pooled_rate(bn, bd, zero_rate).mean(1) if n_models else np.full(len(w), NAN)
     return {
-        "pooled": st.pooled_rate(bn.sum(1), bd.sum(1), zero_rate), "mean": mean,
-        "pooled_est": base.rate(num.sum(), den.sum()), "mean_est": float(per_model.mean()) if n_models else NAN,
+        "pooled": bootstrap.pooled_rate(bn.sum(1), bd.sum(1), zero_rate), "mean": mean,
+        "pooled_est": analysis_plan.rate(num.sum(), den.sum()), "mean_est": float(per_model.mean()) if n_models else NAN,
         "pooled_zero": bd.sum(1) == 0, "mean_zero": (bd == 0).any(1),
         "n_tests": int(den.sum()), "all_have_tests": bool(len(per_model)) and bool((den.sum(0) > 0).all()),
     }
@@ -218,7 +218,7 @@ def _side(w: np.ndarray, num: np.ndarray, den: np.ndarray, zero_rate: float) -> 
 def _interval(samples: np.ndarray, estimate: float, ok: bool, level: float) -> tuple[float, float, float, bool]:
     if not ok:
         return NAN, NAN, NAN, False
-    lo, hi = st.percentile_interval(samples, level)
+    lo, hi = bootstrap.percentile_interval(samples, level)
     return estimate, float(lo), float(hi), bool(lo > 0 or hi < 0)
 
 
@@ -269,7 +269,7 @@ def cross_model_average(
         cm = [ms[m] for m in contributing]
         probs = _common(cm, thinking, conds, subset == "truncation_matched") if cm else pd.DataFrame(
             columns=["task_id", "problem_idx"])
-        w = st.resample_counts(len(probs), plan.n_boot, np.random.default_rng(plan.seed)).astype(float)
+        w = bootstrap.resample_counts(len(probs), plan.n_boot, np.random.default_rng(plan.seed)).astype(float)
         if not cm:
             note = f"no model has rows for {' and '.join(conds)} (thinking {thinking})"
         elif len(probs) == 0:
@@ -303,7 +303,7 @@ def cross_model_average(
         {c: pd.Series(dtype=object) for c in MODEL_AVERAGE_COLUMNS[1:]})
     out["comparison_id"] = pd.array(out["comparison_id"], dtype="Int64")
     out["n_tests_b"] = pd.array(out["n_tests_b"], dtype="Int64")
-    return base.sha_col(out, plan)
+    return analysis_plan.sha_col(out, plan)
 
 
 # ---------------------------------------------------------------- model size

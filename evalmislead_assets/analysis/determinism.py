@@ -41,9 +41,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets.analysis.determinism_sensitivity import (  # noqa: F401 (re-exported)
-    SENSITIVITY_COLUMNS, comparison_problems, sensitivity,
-)
 from evalmislead_assets.llm.types import ChatRequest, ChatResult
 from evalmislead_assets.store.schema import TABLES
 

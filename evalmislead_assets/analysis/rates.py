@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets.analysis import plan as base
+from evalmislead_assets.analysis import plan as analysis_plan
 from evalmislead_assets.store import schema
-from evalmislead_assets.analysis import bootstrap as st
+from evalmislead_assets.analysis import bootstrap
 from evalmislead_assets.analysis.plan import (
     CELLS, KEY, METRICS, SUBSET_CONDITIONS, Plan, answered, cells_present, per_problem, problem_counts, universe,
 )
@@ -51,8 +51,8 @@ def condition_rates(
     ``n_errors``: server/generation errors; ``n_empty_spec``: model_spec answers not requested
     because the spec was empty. Both are in ``n_answers``.
     """
-    gens = base.frame(generations, KEY + ["problem_idx", "finish_reason", "error"])
-    gt = base.frame(generated, KEY + ["problem_idx", "n_tests", "import_ok", "error"])
+    gens = analysis_plan.frame(generations, KEY + ["problem_idx", "finish_reason", "error"])
+    gt = analysis_plan.frame(generated, KEY + ["problem_idx", "n_tests", "import_ok", "error"])
     if "error" not in gt.columns:
         gt = gt.assign(error=None)
     counts = problem_counts(outcomes)
@@ -65,12 +65,12 @@ def condition_rates(
         t = gt[(gt["condition"] == condition) & (gt["thinking"] == thinking)]
         no_tests = set(pp.loc[pp["n_tests"] == 0, "task_id"])
         truncated = g[g["finish_reason"].astype(object).eq("length")]
-        empty_spec = g["error"].map(base.is_empty_spec_error).astype(bool)
-        errors = g["error"].map(base.is_error).astype(bool) & ~empty_spec
-        failed = t["import_ok"].map(base.is_false).astype(bool)  # NULL is not False
-        file_failed = failed & base.has_code(t)
+        empty_spec = g["error"].map(analysis_plan.is_empty_spec_error).astype(bool)
+        errors = g["error"].map(analysis_plan.is_error).astype(bool) & ~empty_spec
+        failed = t["import_ok"].map(analysis_plan.is_false).astype(bool)  # NULL is not False
+        file_failed = failed & analysis_plan.has_code(t)
         n_tests = int(pp["n_tests"].sum())
-        ivs = st.rate_intervals(
+        ivs = bootstrap.rate_intervals(
             pp[["n_misleading", "n_effective"]].to_numpy(), np.column_stack([pp["n_tests"]] * 2),
             **plan.boot_kwargs(),
         ) if n_tests else [None, None]
@@ -78,8 +78,8 @@ def condition_rates(
             "condition": condition, "thinking": thinking, "n_problems": len(pp), "n_answers": int(g["task_id"].nunique()),
             "n_errors": int(errors.sum()), "n_tests": n_tests,
             **{f"n_{c}": int(pp[f"n_{c}"].sum()) for c in CELLS},
-            "misleading_rate": base.rate(pp["n_misleading"].sum(), n_tests),
-            "effective_rate": base.rate(pp["n_effective"].sum(), n_tests),
+            "misleading_rate": analysis_plan.rate(pp["n_misleading"].sum(), n_tests),
+            "effective_rate": analysis_plan.rate(pp["n_effective"].sum(), n_tests),
             "problems_with_effective": int((pp["n_effective"] > 0).sum()),
             "problems_with_misleading": int((pp["n_misleading"] > 0).sum()),
             "n_zero_tests": len(no_tests), "n_truncated": int(truncated["task_id"].nunique()),
@@ -94,7 +94,7 @@ def condition_rates(
             row[f"{name}_ci_high"] = iv.ci_high if iv else NAN
         row.update({"level": plan.level, "n_boot": plan.n_boot, "seed": plan.seed})
         rows.append(row)
-    return base.sha_col(pd.DataFrame(rows, columns=_columns("condition_rates")), plan)
+    return analysis_plan.sha_col(pd.DataFrame(rows, columns=_columns("condition_rates")), plan)
 
 
 # ---------------------------------------------------------------- bootstrap_comparisons
@@ -138,7 +138,7 @@ def bootstrap_comparisons(
             pa, pb = per_problem(counts, probs, a, thinking), per_problem(counts, probs, b, thinking)
             notes += _outcomes_missing_notes(generated, thinking, [(a, pa), (b, pb)])
             cells = [METRICS[c["metric"]] for c in comps]
-            ivs = st.paired_differences(
+            ivs = bootstrap.paired_differences(
                 pa[[f"n_{x}" for x in cells]].to_numpy(), np.column_stack([pa["n_tests"]] * len(cells)),
                 pb[[f"n_{x}" for x in cells]].to_numpy(), np.column_stack([pb["n_tests"]] * len(cells)),
                 **plan.boot_kwargs(),
@@ -151,8 +151,8 @@ def bootstrap_comparisons(
                     "comparison_id": int(comp["id"]), "thinking": thinking,
                     "role": "primary" if primary else "report-only",
                     "metric": comp["metric"], "condition_a": a, "condition_b": b,
-                    "rate_a": base.rate(pa[f"n_{cell}"].sum(), pa["n_tests"].sum()),
-                    "rate_b": base.rate(pb[f"n_{cell}"].sum(), pb["n_tests"].sum()),
+                    "rate_a": analysis_plan.rate(pa[f"n_{cell}"].sum(), pa["n_tests"].sum()),
+                    "rate_b": analysis_plan.rate(pb[f"n_{cell}"].sum(), pb["n_tests"].sum()),
                     "estimate": iv.estimate if estimable else NAN, "ci_low": iv.ci_low if estimable else NAN,
                     "ci_high": iv.ci_high if estimable else NAN, "level": iv.level,
                     "n_boot": iv.n_boot, "seed": iv.seed, "n_problems": iv.n_problems,
@@ -163,7 +163,7 @@ def bootstrap_comparisons(
                 })
     out = pd.DataFrame(rows, columns=_columns("bootstrap_comparisons"))
     out = out.sort_values(["thinking", "comparison_id"], kind="stable")
-    return base.sha_col(out.reset_index(drop=True), plan), notes
+    return analysis_plan.sha_col(out.reset_index(drop=True), plan), notes
 
 
 def _outcomes_missing_notes(generated: pd.DataFrame | None, thinking: str, sides: list[tuple[str, pd.DataFrame]]) -> list[str]:
@@ -211,7 +211,7 @@ def truncation_matched_subset(
     cols = ["n_tests_buggy_off", "n_tests_fixed_off", "n_tests_buggy_on", "n_tests_fixed_on"]
     out["in_subset"] = (out[cols] > 0).all(axis=1) if len(out) else pd.Series(dtype=bool)
     out["problem_idx"] = out["problem_idx"].astype("int64")
-    return base.sha_col(out, plan)
+    return analysis_plan.sha_col(out, plan)
 
 
 def thinking_comparisons(outcomes: pd.DataFrame, subset: pd.DataFrame, plan: Plan) -> pd.DataFrame:
@@ -225,7 +225,7 @@ def thinking_comparisons(outcomes: pd.DataFrame, subset: pd.DataFrame, plan: Pla
     for cond in tc.get("conditions", list(SUBSET_CONDITIONS)):
         off, on = per_problem(counts, probs, cond, "off"), per_problem(counts, probs, cond, "on")
         cells = [METRICS[m] for m in metrics]
-        ivs = st.paired_differences(
+        ivs = bootstrap.paired_differences(
             on[[f"n_{x}" for x in cells]].to_numpy(), np.column_stack([on["n_tests"]] * len(cells)),
             off[[f"n_{x}" for x in cells]].to_numpy(), np.column_stack([off["n_tests"]] * len(cells)),
             **plan.boot_kwargs(),
@@ -234,8 +234,8 @@ def thinking_comparisons(outcomes: pd.DataFrame, subset: pd.DataFrame, plan: Pla
         for metric, cell, iv in zip(metrics, cells, ivs):
             rows.append({
                 "condition": cond, "metric": metric,
-                "rate_off": base.rate(off[f"n_{cell}"].sum(), off["n_tests"].sum()),
-                "rate_on": base.rate(on[f"n_{cell}"].sum(), on["n_tests"].sum()),
+                "rate_off": analysis_plan.rate(off[f"n_{cell}"].sum(), off["n_tests"].sum()),
+                "rate_on": analysis_plan.rate(on[f"n_{cell}"].sum(), on["n_tests"].sum()),
                 "estimate": iv.estimate if estimable else NAN, "ci_low": iv.ci_low if estimable else NAN,
                 "ci_high": iv.ci_high if estimable else NAN, "level": iv.level,
                 "n_boot": iv.n_boot, "seed": iv.seed, "n_problems": iv.n_problems,
@@ -243,4 +243,4 @@ def thinking_comparisons(outcomes: pd.DataFrame, subset: pd.DataFrame, plan: Pla
                 "n_cell_off": int(off[f"n_{cell}"].sum()), "n_cell_on": int(on[f"n_{cell}"].sum()),
                 "n_zero_denominator": iv.n_zero_denominator, "excludes_zero": estimable and iv.excludes_zero,
             })
-    return base.sha_col(pd.DataFrame(rows, columns=_columns("thinking_comparisons")), plan)
+    return analysis_plan.sha_col(pd.DataFrame(rows, columns=_columns("thinking_comparisons")), plan)

@@ -15,9 +15,7 @@ from evalmislead_assets.store import schema
 from evalmislead_assets.analysis.plan import (
     KEY, Plan, answered, frame, per_problem, problem_counts, rate, sha_col, universe,
 )
-from evalmislead_assets.analysis.reasoning_mentions import (  # noqa: F401 (re-exported)
-    EXCLUDE, Keywords, find_mentions, load_keywords, reasoning_of,
-)
+from evalmislead_assets.analysis.reasoning_mentions import Keywords, find_mentions, reasoning_of
 from evalmislead_assets.study.conditions import THINKING_MODES
 
 

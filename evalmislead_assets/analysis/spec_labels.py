@@ -28,7 +28,7 @@ import pandas as pd
 from evalmislead_assets.store.hashing import sha256_text
 from evalmislead_assets import settings
 from evalmislead_assets.store import schema
-from evalmislead_assets.analysis import bootstrap as st
+from evalmislead_assets.analysis import bootstrap
 from evalmislead_assets.llm.prompts import Template, load_template
 from evalmislead_assets.llm.reasoning import strip_think
 from evalmislead_assets.settings import ConfigError
@@ -343,7 +343,7 @@ def agreement(labels: pd.DataFrame) -> pd.DataFrame:
             pairs = [(a, b) for a, b in zip(h, j) if a is not None and b is not None]
             n = len(pairs)
             agree = sum(a == b for a, b in pairs)
-            kappa = st.cohen_kappa(np.array([str(a) for a, _ in pairs]), np.array([str(b) for _, b in pairs]))
+            kappa = bootstrap.cohen_kappa(np.array([str(a) for a, _ in pairs]), np.array([str(b) for _, b in pairs]))
             rows.append({"thinking": thinking, "label": lab, "n_reviewed": n, "n_agree": agree,
                          "agreement": agree / n if n else float("nan"), "kappa": kappa})
     cols = [c for c in schema.column_names("spec_label_agreement") if c != "plan_sha256"]

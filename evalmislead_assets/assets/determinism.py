@@ -19,9 +19,9 @@ from evalmislead_assets.analysis.determinism import (
     sample,
     scored_tests,
     scoring_frame,
-    sensitivity,
     summarize,
 )
+from evalmislead_assets.analysis.determinism_sensitivity import sensitivity
 from evalmislead_assets.execution.batch import build_generated_tests, build_test_outcomes
 from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.report.sections.determinism import sensitivity_lines, settings_line

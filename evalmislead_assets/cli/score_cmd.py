@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from evalmislead_assets.execution import cells as scoring
+from evalmislead_assets.execution import cells as execution_cells
 from evalmislead_assets.execution.collection import collect_module
 from evalmislead_assets.execution.extraction import defined_names, extract
 from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_TIMEOUT_S, Limits, Sandbox
@@ -60,12 +60,12 @@ def run(args: argparse.Namespace) -> int:
         tests, extraction = found.source, found.extraction
     sandbox = Sandbox(Limits(timeout_s=args.timeout), workers=args.workers)
     collected = collect_module(tests, buggy, fixed, sandbox)
-    scored = scoring.score_tests(tests, collected.test_ids, buggy, fixed, sandbox) if collected.test_ids else []
-    counts = scoring.cell_counts(s.outcome for s in scored)
+    scored = execution_cells.score_tests(tests, collected.test_ids, buggy, fixed, sandbox) if collected.test_ids else []
+    counts = execution_cells.cell_counts(s.outcome for s in scored)
     result = {
         "function": name, "module": MODULE_UNDER_TEST, "n_tests": len(scored),
         "import_ok": collected.import_ok, "error": collected.error, "extraction": extraction,
-        "counts": counts, "rates": scoring.cell_rates(counts),
+        "counts": counts, "rates": execution_cells.cell_rates(counts),
         "tests": [s.__dict__ for s in scored],
         "isolation": _isolation(sandbox),
     }

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from evalmislead_assets import settings
-from evalmislead_assets.mutation import mutator as mutation
+from evalmislead_assets.mutation import mutator
 from evalmislead_assets.store import schema
 from evalmislead_assets.execution.collection import stored_test_ids
 from evalmislead_assets.sandbox.host import Isolation, Module, Ran, Sandbox, weakest
@@ -72,21 +72,21 @@ MUTANT_COLUMNS = schema.column_names("mutants")
 # ---------------------------------------------------------------- mutants + oracle
 
 
-def build_mutants(problems: pd.DataFrame, cap: int = mutation.MAX_MUTANTS_PER_PROBLEM,
-                  seed: int = mutation.SAMPLE_SEED, oracle_timeout_s: float = ORACLE_TIMEOUT_S,
+def build_mutants(problems: pd.DataFrame, cap: int = mutator.MAX_MUTANTS_PER_PROBLEM,
+                  seed: int = mutator.SAMPLE_SEED, oracle_timeout_s: float = ORACLE_TIMEOUT_S,
                   workers: int | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Rows of ``mutants`` for each problem (task_id, problem_idx, entry_point, fixed_code, test), and notes."""
     rows, notes = [], []
     for p in problems.itertuples(index=False):
         try:
-            kept, n = mutation.mutants(p.fixed_code, p.entry_point, cap, seed, key=str(p.task_id))
-        except mutation.MutationError as exc:
+            kept, n = mutator.mutants(p.fixed_code, p.entry_point, cap, seed, key=str(p.task_id))
+        except mutator.MutationError as exc:
             notes.append(f"{p.task_id}: {exc}")
             continue
         for m in kept:
             rows.append({"task_id": p.task_id, "problem_idx": int(p.problem_idx), "mutant_id": m.mutant_id,
                          "operator": m.operator, "line": m.line, "description": m.description, "diff": m.diff,
-                         "mutant_code": m.code, "n_candidates": n, "mutator_version": mutation.MUTATOR_VERSION,
+                         "mutant_code": m.code, "n_candidates": n, "mutator_version": mutator.MUTATOR_VERSION,
                          "cap": cap, "seed": seed, "_test": p.test, "_entry": p.entry_point})
     workers = workers or max(8, 4 * (os.cpu_count() or 2))
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -263,7 +263,7 @@ def build_scores(generated: pd.DataFrame, mutants: pd.DataFrame, problems: pd.Da
             "n_tests_passing_fixed": len(fk.passing), "n_mutants": len(equivalent), "n_likely_equivalent": n_eq,
             "n_killed": len(killed), "n_killed_non_equivalent": k_ne, "n_killed_likely_equivalent": len(killed) - k_ne,
             "mutation_score": score(len(equivalent), n_eq, k_ne, len(fk.passing)), "runs": fk.runs,
-            "mutant_timeout_s": mutant_timeout_s, "mutator_version": mutation.MUTATOR_VERSION,
+            "mutant_timeout_s": mutant_timeout_s, "mutator_version": mutator.MUTATOR_VERSION,
             "n_killed_by_timeout": len(by_timeout), "n_timeouts_not_kills": sum(fk.timeouts_not_kills.values()),
             "max_runs": max_runs, "n_tests_capped": fk.tests_capped, "runs_dropped": fk.runs_dropped,
         })

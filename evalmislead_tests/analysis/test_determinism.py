@@ -9,6 +9,7 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from evalmislead_assets.analysis import determinism as det
+from evalmislead_assets.analysis.determinism_sensitivity import sensitivity
 from evalmislead_assets.report.sections import determinism as determinism_section
 from evalmislead_assets.report import section_list as report_sections
 from evalmislead_assets.assets import determinism as probe_assets
@@ -267,7 +268,7 @@ def test_sensitivity_swaps_the_probed_answers_into_each_comparison() -> None:
          "probe_n_tests": None, "probe_error": "HTTP 500"},
     ])
     answered = _answered(("buggy_code", "fixed_code", "model_spec", "signature_only"), "off", ["Python/0"])
-    sens = det.sensitivity(probe, comparisons, stored, answered).set_index("comparison_id")
+    sens = sensitivity(probe, comparisons, stored, answered).set_index("comparison_id")
     expected_shift = (3 / 11 - 0.1) - 0.4
     assert sens.loc[1, "shift"] == pytest.approx(expected_shift)
     assert sens.loc[1, "estimate_swapped"] == pytest.approx(0.4 + expected_shift)
@@ -290,16 +291,16 @@ def test_sensitivity_counts_only_the_problems_of_the_comparison() -> None:
     # Python/5 is outside the subset; its re-generation has 2 misleading tests of 2 (+50 points if swapped in)
     probe = _probe_rows([{"thinking": "on", "condition": "buggy_code", "task_id": "Python/5", "original_n_tests": 1,
                           "original_misleading": 0, "probe_n_tests": 2, "probe_misleading": 2}])
-    sens = det.sensitivity(probe, comparisons, stored, answered, matched)
+    sens = sensitivity(probe, comparisons, stored, answered, matched)
     row = sens.iloc[0]
     assert (row["n_probed"], row["n_outside"]) == (0, 1) and pd.isna(row["shift"])
     line = determinism_section.sensitivity_lines(sens)[0]
     assert "truncation-matched subset" in line and "1 probed answers of these conditions are outside" in line
     # the same answer inside the subset is swapped in: (2 misleading of 3 tests) - 0
-    inside = det.sensitivity(probe, comparisons, stored, answered, matched.assign(in_subset=True))
+    inside = sensitivity(probe, comparisons, stored, answered, matched.assign(in_subset=True))
     assert inside["n_probed"].iloc[0] == 1 and inside["shift"].iloc[0] == pytest.approx(2 / 3)
     # the subset not stored: not measured, said so (never the unrestricted figure)
-    missing = det.sensitivity(probe, comparisons, stored, answered, pd.DataFrame())
+    missing = sensitivity(probe, comparisons, stored, answered, pd.DataFrame())
     assert pd.isna(missing["shift"].iloc[0]) and missing["not_measured"].iloc[0] == "truncation_matched_subset is not stored"
 
 
@@ -319,10 +320,10 @@ def test_sensitivity_compares_against_the_stored_outcomes_not_a_re_scoring() -> 
         {"condition": "buggy_code", "task_id": "Python/1", "identical": True, "original_n_tests": 2,
          "original_misleading": 1, "probe_n_tests": 2, "probe_misleading": 1},
     ])
-    sens = det.sensitivity(probe, comparisons, stored, answered)
+    sens = sensitivity(probe, comparisons, stored, answered)
     assert sens["n_probed"].iloc[0] == 2 and sens["n_changed"].iloc[0] == 0
     assert sens["shift"].iloc[0] == pytest.approx(0.0) and sens["estimate_swapped"].iloc[0] == pytest.approx(0.5)
-    no_outcomes = det.sensitivity(probe, comparisons, None, answered)
+    no_outcomes = sensitivity(probe, comparisons, None, answered)
     assert pd.isna(no_outcomes["shift"].iloc[0]) and "test_outcomes" in no_outcomes["not_measured"].iloc[0]
 
 
@@ -336,7 +337,7 @@ def test_sensitivity_of_a_comparison_that_is_not_estimable_is_not_measured() -> 
          "probe_n_tests": 2},
     ])
     stored = _outcomes({("fixed_code", "off", "Python/0"): {"misleading": 1, "both_pass": 3}})
-    sens = det.sensitivity(probe, comparisons, stored, _answered(("buggy_code", "fixed_code"), "off", ["Python/0"]))
+    sens = sensitivity(probe, comparisons, stored, _answered(("buggy_code", "fixed_code"), "off", ["Python/0"]))
     assert sens["n_probed"].iloc[0] == 1 and pd.isna(sens["shift"].iloc[0])
     assert pd.isna(sens["estimate_swapped"].iloc[0])
     assert "not measured" in determinism_section.sensitivity_lines(sens)[0]

@@ -9,11 +9,11 @@ import io
 
 import pandas as pd
 
-from evalmislead_assets.analysis import coverage as ca
+from evalmislead_assets.analysis import coverage as coverage_analysis
 from evalmislead_assets.report.formatting import pct
 
 TITLE = "Coverage"
-TABLES = (ca.TABLE, "test_outcomes")
+TABLES = (coverage_analysis.TABLE, "test_outcomes")
 
 COVERAGE_SQL = """\
 WITH cov AS (
@@ -51,7 +51,7 @@ GROUP BY ALL ORDER BY o.thinking, o.condition, b.band"""
 
 
 def render(frames: dict[str, pd.DataFrame]) -> list[str]:
-    cov = frames.get(ca.TABLE, pd.DataFrame())
+    cov = frames.get(coverage_analysis.TABLE, pd.DataFrame())
     outcomes = frames.get("test_outcomes", pd.DataFrame())
     intro = ("Line and branch coverage (coverage.py) of the function under test (the entry point's body in "
              "solution.py) by each generated test file, measured in the sandbox on the fixed and on the buggy "
@@ -60,8 +60,8 @@ def render(frames: dict[str, pd.DataFrame]) -> list[str]:
         return [intro, "", "Not computed: the `test_coverage` table has no rows (materialize the "
                 "`test_coverage` asset for the partitions of interest)."]
     outcomes = outcomes if outcomes is not None else pd.DataFrame()
-    per = ca.coverage_by_condition(cov, outcomes)
-    bands = ca.misleading_by_band(cov, outcomes)
+    per = coverage_analysis.coverage_by_condition(cov, outcomes)
+    bands = coverage_analysis.misleading_by_band(cov, outcomes)
     L = [intro + " Coverage is the mean over test files; the cells count tests (`test_outcomes`).", ""]
     L += ["| condition | thinking | files | line (fixed) | line (buggy) | branch (fixed) | branch (buggy) "
           "| tests | misleading | effective | both pass | both fail |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -114,11 +114,11 @@ def plot(per: pd.DataFrame, bands: pd.DataFrame) -> bytes | None:
         keys = list(dict.fromkeys(zip(bands["condition"], bands["thinking"])))
         w = 0.8 / max(1, len(keys))
         for k, (c, t) in enumerate(keys):
-            sub = bands[(bands["condition"] == c) & (bands["thinking"] == t)].set_index("band").reindex(ca.BANDS)
-            right.bar([i + (k - (len(keys) - 1) / 2) * w for i in range(len(ca.BANDS))],
+            sub = bands[(bands["condition"] == c) & (bands["thinking"] == t)].set_index("band").reindex(coverage_analysis.BANDS)
+            right.bar([i + (k - (len(keys) - 1) / 2) * w for i in range(len(coverage_analysis.BANDS))],
                       (sub["rate"].astype(float) * 100).fillna(0), w, label=f"{c}|{t}")
         right.legend(fontsize=6)
-    right.set_xticks(range(len(ca.BANDS)), list(ca.BANDS))
+    right.set_xticks(range(len(coverage_analysis.BANDS)), list(coverage_analysis.BANDS))
     right.set_xlabel("line coverage of the fixed version (band)")
     right.set_ylabel("misleading rate (%)")
     right.set_title("misleading rate by coverage band (empty band: no bar)", fontsize=9)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalmislead_assets.analysis.determinism import TABLE, by_partition, opt, sensitivity, summarize
+from evalmislead_assets.analysis.determinism import TABLE, by_partition, opt, summarize
+from evalmislead_assets.analysis.determinism_sensitivity import sensitivity
 from evalmislead_assets.report.formatting import level_label, md_table, missing, pct, points
 
 SECTION_TABLES = (TABLE, "bootstrap_comparisons", "test_outcomes", "generated_tests", "truncation_matched_subset")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalmislead_assets.analysis import cross_model as cm
+from evalmislead_assets.analysis import cross_model
 from evalmislead_assets.report.formatting import ci, level_label, md_table, missing, pct, points, rate_with_ci
 from evalmislead_assets.report.tables import comparison_table
 from evalmislead_assets.study.conditions import THINKING_MODES
@@ -38,7 +38,7 @@ def rates_rows(rates: pd.DataFrame, thinking: str) -> pd.DataFrame:
     """model × condition: the four cells and both rates with their intervals."""
     r = rates[rates["thinking"] == thinking]
     return pd.DataFrame([{
-        "model": x[cm.MODEL], "condition": x["condition"], "problems": x["n_problems"], "tests": x["n_tests"],
+        "model": x[cross_model.MODEL], "condition": x["condition"], "problems": x["n_problems"], "tests": x["n_tests"],
         "misleading": x["n_misleading"], "effective": x["n_effective"], "both pass": x["n_both_pass"],
         "both fail": x["n_both_fail"],
         "misleading rate": rate_with_ci(x["misleading_rate"], x["misleading_ci_low"], x["misleading_ci_high"],
@@ -51,7 +51,7 @@ def rates_rows(rates: pd.DataFrame, thinking: str) -> pd.DataFrame:
 def comparison_rows(comp: pd.DataFrame, thinking: str) -> pd.DataFrame:
     """Each model's comparisons (report.tables.comparison_table), with the model first."""
     parts = []
-    for model, c in comp[comp["thinking"] == thinking].groupby(cm.MODEL, sort=False):
+    for model, c in comp[comp["thinking"] == thinking].groupby(cross_model.MODEL, sort=False):
         t = comparison_table(c, thinking)
         t.insert(0, "model", model)
         parts.append(t)
@@ -94,7 +94,7 @@ def average_rows(avg: pd.DataFrame, thinking: str) -> pd.DataFrame:
 def size_rows(sizes: pd.DataFrame) -> pd.DataFrame:
     s = sizes.sort_values(["size_rank"], kind="stable")
     return pd.DataFrame([{
-        "size": x["size"], "model": x[cm.MODEL], "thinking": x["thinking"], "condition": x["condition"],
+        "size": x["size"], "model": x[cross_model.MODEL], "thinking": x["thinking"], "condition": x["condition"],
         "tests": x["n_tests"],
         "misleading rate": rate_with_ci(x["misleading_rate"], x["misleading_ci_low"], x["misleading_ci_high"],
                                         x["n_tests"]),
@@ -106,8 +106,8 @@ def size_rows(sizes: pd.DataFrame) -> pd.DataFrame:
 def _models(rates: pd.DataFrame, comp: pd.DataFrame) -> list[str]:
     names: list[str] = []
     for df in (rates, comp):
-        if not df.empty and cm.MODEL in df.columns:
-            names += list(df[cm.MODEL].astype(str))
+        if not df.empty and cross_model.MODEL in df.columns:
+            names += list(df[cross_model.MODEL].astype(str))
     return list(dict.fromkeys(names))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalmislead_assets.mutation import mutator as mutation
+from evalmislead_assets.mutation import mutator
 from evalmislead_assets.mutation.scoring import TIMEOUT_KILL_FRACTION
 from evalmislead_assets.report.formatting import md_table, pct
 
@@ -129,7 +129,7 @@ def section(frames: dict[str, pd.DataFrame]) -> list[str]:
     scores, muts = frames.get("mutation_scores", pd.DataFrame()), frames.get("mutants", pd.DataFrame())
     out = [
         "How well each generated test file tells the fixed function from small variants of it. Mutants: up to "
-        f"{mutation.MAX_MUTANTS_PER_PROBLEM} per problem of the fixed function's body (operators in "
+        f"{mutator.MAX_MUTANTS_PER_PROBLEM} per problem of the fixed function's body (operators in "
         "`evalmislead_assets/mutation/mutator.py`). Only a file's tests that pass on the fixed version count; a "
         "mutant is killed when one of them does not pass on it. A run over the time limit is a kill only when "
         f"the same test's fixed run took under {TIMEOUT_KILL_FRACTION:g} × the limit (a slow correct run on a "
