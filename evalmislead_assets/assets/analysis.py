@@ -270,7 +270,7 @@ REPORT_INS = {name: AssetIn(metadata={"columns": list(columns)}) if columns else
        description="The study report (Markdown, HTML, PNG plots) with every table of the published write-up.")
 def study_report(context: AssetExecutionContext, **inputs: pd.DataFrame) -> MaterializeResult:
     plan = load_plan()
-    data = load_data(inputs)
+    data = load_data(inputs, review_csv=model_path(context, settings.review_csv_path()))
     written = write(build(data, plan), model_path(context, settings.report_dir()))
     context.log.info(f"study report written to {written.html_path}")
     # files, not a table: nothing for the IO manager to store

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets import settings
 from evalmislead_assets.report.sections import method_notes as report_method
 from evalmislead_assets.report import section_list as report_sections
 from evalmislead_assets.analysis.plan import Plan
@@ -63,9 +62,11 @@ class ReportData:
     study_problems: int | None = None
     extra: dict[str, pd.DataFrame] = field(default_factory=dict)  # tables read by report_sections
     method: dict[str, pd.DataFrame] = field(default_factory=dict)  # report_method's frames
+    review_csv: Path | None = None  # the review CSV of this report's model (spec_labels writes and reads it)
 
 
-def load_data(source: Mapping[str, pd.DataFrame] | ReportSource | Warehouse) -> ReportData:
+def load_data(source: Mapping[str, pd.DataFrame] | ReportSource | Warehouse,
+              review_csv: Path | None = None) -> ReportData:
     """The report's rows: the asset's input frames keyed by table name (every table of inputs.INPUTS), or a
     warehouse, read through ``inputs.read``. A table the report reads that it was not given raises
     ReportInputError, naming it."""
@@ -89,7 +90,8 @@ def load_data(source: Mapping[str, pd.DataFrame] | ReportSource | Warehouse) -> 
     n = tables.query_df("SELECT count(DISTINCT task_id) AS n FROM test_generations")["n"].iloc[0]
     extra = {t: tables.read_table(t) for t in report_sections.tables()}
     return ReportData(**frames, example_outcomes=ex_out, example_sources=ex_src, example_problem=problem,
-                      study_problems=int(n) if n else None, extra=extra, method=report_method.load(tables))
+                      study_problems=int(n) if n else None, extra=extra, method=report_method.load(tables),
+                      review_csv=review_csv)
 
 
 def pick_example_task(warehouse) -> str | None:  # noqa: ANN001
@@ -242,8 +244,8 @@ class WrittenReport:
     markdown_ui: str  # with data: images, for MetadataValue.md
 
 
-def write(report: Report, out_dir: Path | None = None) -> WrittenReport:
-    out = Path(out_dir or settings.report_dir())
+def write(report: Report, out_dir: Path) -> WrittenReport:
+    out = Path(out_dir)
     (out / "plots").mkdir(parents=True, exist_ok=True)
     plot_paths = []
     for name, png in report.plots.items():

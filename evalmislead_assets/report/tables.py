@@ -7,7 +7,6 @@ import re
 
 import pandas as pd
 
-from evalmislead_assets import settings
 from evalmislead_assets.analysis.spec_labels import bug_diff, category_counts
 from evalmislead_assets.study.conditions import CONDITIONS, THINKING_MODES
 from evalmislead_assets.report.formatting import (
@@ -170,7 +169,8 @@ def spec_section(data) -> list[str]:  # noqa: ANN001
             "agreement": pct(x["agreement"], 0), "Cohen's κ": "–" if missing(x["kappa"]) else f"{x['kappa']:.2f}",
         } for _, x in ag.iterrows()]))]
     else:
-        out += ["", f"_No human labels imported yet: fill in `{settings.review_csv_path()}` and re-materialize `spec_labels`._"]
+        review = f"`{data.review_csv}`" if data.review_csv else "the review CSV (EVALMISLEAD_REVIEW_CSV)"
+        out += ["", f"_No human labels imported yet: fill in {review} and re-materialize `spec_labels`._"]
     sp = data.spec_label_splits
     if len(sp):
         by = sp["split_by"].fillna("category") if "split_by" in sp.columns else pd.Series("category", index=sp.index)

@@ -225,3 +225,20 @@ def test_method_notes_name_every_extraction_repair_kind_with_its_file_count(wh):
     # a step this note does not know is still listed, never dropped; a finding is not a repair
     assert "`brand_new_step` (a step this note does not describe): 1 test file" in notes
     assert "no_test_functions" not in notes
+
+
+def test_spec_section_names_the_review_csv_it_was_given(tmp_path):
+    """The review CSV is per model (spec_labels writes it under the model's folder): the report names the
+    one it was given, not the environment's default."""
+    from types import SimpleNamespace
+
+    labels = pd.DataFrame([{"thinking": "off", "task_id": "Python/0", "category": "neither",
+                            "label_source": "judge", "judge_error": None}])
+    empty = pd.DataFrame()
+    given = tmp_path / "qwen_x" / "spec_labels_review.csv"
+    data = SimpleNamespace(spec_labels=labels, spec_label_agreement=empty, spec_label_splits=empty,
+                           review_csv=given)
+    lines = "\n".join(tables.spec_section(data))
+    assert f"fill in `{given}`" in lines
+    lines = "\n".join(tables.spec_section(SimpleNamespace(**{**vars(data), "review_csv": None})))
+    assert "fill in the review CSV (EVALMISLEAD_REVIEW_CSV)" in lines
