@@ -11,6 +11,7 @@ same step and stored by the IO manager like every other table.
 
 import hashlib
 import time
+from pathlib import Path
 
 import pandas as pd
 from dagster import (
@@ -77,6 +78,11 @@ def _coverage(*frames: pd.DataFrame) -> dict[str, MetadataValue]:
 
 def _plan_meta(plan: Plan) -> dict[str, object]:
     return {"plan_version": plan.version, "plan_sha256": plan.sha256, "plan_file": MetadataValue.path(str(plan.path))}
+
+
+def review_csv(context: AssetExecutionContext) -> Path:
+    """This model's review CSV: spec_labels writes and reads it, study_report names it."""
+    return model_path(context, settings.review_csv_path())
 
 
 def _md(df: pd.DataFrame) -> MetadataValue:
@@ -194,7 +200,7 @@ def spec_labels(
     line = batch_errors_line("spec_labels (judge)", [str(t) for t in judged["task_id"]], call_errors)
     if line:  # a failing judge server is not a label: the step fails, good answers stay cached
         raise Failure(description=line, metadata={"errors": sum(e is not None for e in call_errors)})
-    path = model_path(context, settings.review_csv_path())
+    path = review_csv(context)
     added = write_review_csv(
         path, review_sample(specs, int(sec.get("review_sample_size", 20)), int(sec.get("review_seed", plan.seed))),
         problems)
@@ -270,7 +276,7 @@ REPORT_INS = {name: AssetIn(metadata={"columns": list(columns)}) if columns else
        description="The study report (Markdown, HTML, PNG plots) with every table of the published write-up.")
 def study_report(context: AssetExecutionContext, **inputs: pd.DataFrame) -> MaterializeResult:
     plan = load_plan()
-    data = load_data(inputs, review_csv=model_path(context, settings.review_csv_path()))
+    data = load_data(inputs, review_csv=review_csv(context))
     written = write(build(data, plan), model_path(context, settings.report_dir()))
     context.log.info(f"study report written to {written.html_path}")
     # files, not a table: nothing for the IO manager to store
