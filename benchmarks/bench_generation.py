@@ -33,18 +33,20 @@ import tempfile
 import time
 from pathlib import Path
 
+from evalmislead_assets import settings
 from evalmislead_assets.llm import embedded_model as em
 from evalmislead_assets.llm import prompts
 from evalmislead_assets.llm import llama_server as server
 from evalmislead_assets.llm.client import ChatClient
 from evalmislead_assets.llm.types import ChatRequest
+from evalmislead_assets.resources.embedded_server import binary_override, default_model
 from evalmislead_assets.study.problems import load_problems
 from evalmislead_assets.store.database import Warehouse
 
 
 def requests_for(n: int, max_tokens: int) -> list[ChatRequest]:
-    template = prompts.load_template(prompts.TEST_TEMPLATE)
-    records = load_problems().to_dict("records")[:n]
+    template = prompts.load_template(prompts.TEST_TEMPLATE, settings.prompts_dir())
+    records = load_problems(source="local", cache_dir=settings.datasets_cache_dir()).to_dict("records")[:n]
     return [
         ChatRequest(
             asset="benchmark", condition="buggy_code", thinking="off", task_id=p["task_id"],
@@ -99,9 +101,9 @@ def compare_models(reqs: list[ChatRequest], args: argparse.Namespace, tmp: Path,
     passes: dict[str, list[tuple[float, int, float | None, float | None]]] = {small.name: [], large.name: []}
     try:
         for m in (small, large):
-            gguf = server.GGUF(em.assemble(model=m).path, m.alias)  # reused once assembled (the 1.5B: ~15 s once)
+            gguf = server.bundled_gguf(settings.cache_dir(), m)  # reused once assembled (the 1.5B: ~15 s once)
             servers[m.name] = server.EmbeddedServer(
-                model=gguf, parallel=1, ctx_per_slot=ctx_per_slot, threads=args.threads,
+                model=gguf, binary=binary_override(), parallel=1, ctx_per_slot=ctx_per_slot, threads=args.threads,
                 log_path=tmp / f"server-{m.name}.log",
             ).start()
 
@@ -163,7 +165,8 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="evalmislead-bench-"))
     ctx_per_slot = max(server.DEFAULT_CTX_PER_SLOT, server.PROMPT_ALLOWANCE + args.max_tokens)
     srv = None if args.url else server.EmbeddedServer(
-        parallel=args.slots, ctx_per_slot=ctx_per_slot, threads=args.threads, log_path=tmp / "server.log").start()
+        model=default_model(), binary=binary_override(), parallel=args.slots, ctx_per_slot=ctx_per_slot,
+        threads=args.threads, log_path=tmp / "server.log").start()
     url = args.url or srv.url
     model = "" if args.url else srv.alias
     try:

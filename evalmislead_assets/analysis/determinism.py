@@ -41,14 +41,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evalmislead_assets.execution.cells import OUTCOMES
 from evalmislead_assets.llm.types import ChatRequest, ChatResult
 from evalmislead_assets.store.schema import TABLES
+from evalmislead_assets.store.values import or_none
 
 TABLE = "determinism_probe"
 # what the report section reads: the probe, the comparisons, and what each comparison paired over
 ASSET = "determinism_probe"
 DEFAULT_SEED = 20260419
-CELLS = ("misleading", "effective", "both_pass", "both_fail")
 COLUMNS = [c for c, _ in TABLES[TABLE]]
 _ORIG, _PROBE = "orig", "probe"
 
@@ -133,12 +134,8 @@ def scored_tests(generated: pd.DataFrame, outcomes: pd.DataFrame) -> dict[str, l
 
 def _cells(tests: list[tuple[str, str]] | None) -> dict[str, Any]:
     if tests is None:
-        return {"n_tests": None, **{c: None for c in CELLS}}
-    return {"n_tests": len(tests), **{c: sum(1 for _, o in tests if o == c) for c in CELLS}}
-
-
-def opt(x: Any) -> Any:
-    return None if x is None or (not isinstance(x, str) and pd.isna(x)) else x
+        return {"n_tests": None, **{c: None for c in OUTCOMES}}
+    return {"n_tests": len(tests), **{c: sum(1 for _, o in tests if o == c) for c in OUTCOMES}}
 
 
 def build_rows(
@@ -154,7 +151,7 @@ def build_rows(
         same_text = answered and r.text == g.response_text
         probe = (original if same_text else scored.get(_key(i, _PROBE), [])) if answered else None
         o, p = _cells(original), _cells(probe)
-        orig_reasoning = opt(getattr(g, "reasoning_text", None))
+        orig_reasoning = or_none(getattr(g, "reasoning_text", None))
         rows.append({
             "condition": g.condition, "thinking": g.thinking, "task_id": g.task_id, "problem_idx": g.problem_idx,
             "cache_key": g.cache_key, "original_text": g.response_text, "probe_text": r.text if answered else None,
@@ -163,19 +160,19 @@ def build_rows(
             **{f"original_{k}": v for k, v in o.items()}, **{f"probe_{k}": v for k, v in p.items()},
             "tests_identical": (probe == original) if answered else None,
             "probe_error": r.error, "probe_finish_reason": r.finish_reason,
-            "original_total_slots": opt(getattr(g, "total_slots", None)),
-            "original_cache_prompt": opt(getattr(g, "cache_prompt", None)),
-            "original_build_info": opt(getattr(g, "build_info", None)),
+            "original_total_slots": or_none(getattr(g, "total_slots", None)),
+            "original_cache_prompt": or_none(getattr(g, "cache_prompt", None)),
+            "original_build_info": or_none(getattr(g, "build_info", None)),
             "probe_total_slots": r.total_slots, "probe_cache_prompt": r.cache_prompt, "probe_build_info": r.build_info,
             "probe_server_url": r.server_url, "sample_seed": seed, "created_at": now,
         })
     df = pd.DataFrame(rows, columns=COLUMNS)
     for c in COLUMNS:
-        if c.endswith(("n_tests", *CELLS, "total_slots", "problem_idx")):
+        if c.endswith(("n_tests", *OUTCOMES, "total_slots", "problem_idx")):
             df[c] = pd.array(df[c].tolist(), dtype="Int32")
         elif c in ("identical", "reasoning_identical", "tests_identical", "original_cache_prompt",
                    "probe_cache_prompt"):
-            df[c] = pd.array([opt(v) for v in df[c]], dtype="boolean")
+            df[c] = pd.array([or_none(v) for v in df[c]], dtype="boolean")
     df["sample_seed"] = df["sample_seed"].astype("int64")
     return df
 

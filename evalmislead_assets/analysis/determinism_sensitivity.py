@@ -13,11 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-CELLS = ("misleading", "effective", "both_pass", "both_fail")
-
-
-def _opt(x: Any) -> Any:
-    return None if x is None or (not isinstance(x, str) and pd.isna(x)) else x
+from evalmislead_assets.execution.cells import OUTCOMES
+from evalmislead_assets.store.values import or_none
 
 
 SENSITIVITY_COLUMNS = [
@@ -35,7 +32,7 @@ def _stored_counts(outcomes: pd.DataFrame) -> dict[tuple[str, str, str], dict[st
     out: dict[tuple[str, str, str], dict[str, int]] = {}
     for (cond, thinking, task), g in o.groupby(_KEY3, sort=False):
         vc = g["outcome"].value_counts()
-        out[(str(cond), str(thinking), str(task))] = {"n_tests": len(g), **{c: int(vc.get(c, 0)) for c in CELLS}}
+        out[(str(cond), str(thinking), str(task))] = {"n_tests": len(g), **{c: int(vc.get(c, 0)) for c in OUTCOMES}}
     return out
 
 
@@ -58,7 +55,7 @@ def comparison_problems(
     a = {task for cond, th, task in answered if cond == c.condition_a and th == c.thinking}
     b = {task for cond, th, task in answered if cond == c.condition_b and th == c.thinking}
     probs = a & b
-    if str(_opt(getattr(c, "subset", None)) or "all") == "truncation_matched":
+    if str(or_none(getattr(c, "subset", None)) or "all") == "truncation_matched":
         if matched is None or matched.empty:
             return set(), "truncation_matched_subset is not stored"
         probs &= set(matched.loc[matched["in_subset"].astype(bool), "task_id"].astype(str))
@@ -86,16 +83,16 @@ def sensitivity(
     got = probe[probe["probe_error"].isna()] if len(probe) else probe
     stored = _stored_counts(outcomes)
     known = _answered(answered, outcomes, got)
-    empty = {"n_tests": 0, **{c: 0 for c in CELLS}}
+    empty = {"n_tests": 0, **{c: 0 for c in OUTCOMES}}
     rows = []
     for c in comparisons.sort_values(["thinking", "comparison_id"], kind="stable").itertuples(index=False):
         cell = str(c.metric).removesuffix("_rate")
         probs, why = comparison_problems(c, known, matched)
         swapped, n_probed, n_changed, n_outside = [], 0, 0, 0
-        estimable = _opt(c.estimate) is not None
+        estimable = or_none(c.estimate) is not None
         for cond, rate, n_tests in ((c.condition_a, c.rate_a, c.n_tests_a), (c.condition_b, c.rate_b, c.n_tests_b)):
-            n_tests = int(_opt(n_tests) or 0)
-            rate = _opt(rate)
+            n_tests = int(or_none(n_tests) or 0)
+            rate = or_none(rate)
             estimable = estimable and rate is not None and n_tests > 0
             num = round(float(rate or 0.0) * n_tests)
             mine = got[(got["condition"] == cond) & (got["thinking"] == c.thinking)] if len(got) else got
@@ -105,9 +102,9 @@ def sensitivity(
                     continue
                 n_probed += 1
                 before = stored.get((str(cond), str(c.thinking), str(r.task_id)), empty)
-                if bool(_opt(r.identical)):
+                if bool(or_none(r.identical)):
                     continue  # the same text: the stored scoring stands
-                after = {k: int(_opt(getattr(r, f"probe_{k}", None)) or 0) for k in ("n_tests", *CELLS)}
+                after = {k: int(or_none(getattr(r, f"probe_{k}", None)) or 0) for k in ("n_tests", *OUTCOMES)}
                 if after != before:
                     n_changed += 1
                 num += after[cell] - before[cell]
@@ -125,7 +122,7 @@ def sensitivity(
         rows.append({
             "comparison_id": c.comparison_id, "thinking": c.thinking, "role": getattr(c, "role", None),
             "metric": c.metric, "condition_a": c.condition_a, "condition_b": c.condition_b,
-            "subset": _opt(getattr(c, "subset", None)) or "all", "estimate": c.estimate,
+            "subset": or_none(getattr(c, "subset", None)) or "all", "estimate": c.estimate,
             "ci_low": c.ci_low, "ci_high": c.ci_high, "level": c.level, "n_probed": n_probed, "n_changed": n_changed,
             "n_outside": n_outside, "estimate_swapped": None if shift is None else float(c.estimate) + shift,
             "shift": shift, "not_measured": why,

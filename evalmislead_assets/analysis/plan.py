@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets import settings
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.execution.cells import OUTCOMES
 
-CELLS = ["misleading", "effective", "both_pass", "both_fail"]
+CELLS = list(OUTCOMES)
 METRICS = {"misleading_rate": "misleading", "effective_rate": "effective"}
 SUBSET_CONDITIONS = ("buggy_code", "fixed_code")
 SUBSETS = ("all", "truncation_matched")
@@ -83,8 +83,9 @@ class Plan:
         return {"n_boot": self.n_boot, "level": self.level, "seed": self.seed, "zero_rate": self.zero_rate}
 
 
-def load_plan(path: Path | None = None) -> Plan:
-    path = Path(path or settings.analysis_plan_path())
+def load_plan(path: Path) -> Plan:
+    """The analysis plan at ``path`` (settings.analysis_plan_path() in the wiring), checked; one-line errors."""
+    path = Path(path)
     if not path.is_file():
         raise ConfigError(f"analysis plan {path} is missing; restore prompts/analysis_plan.json or fix EVALMISLEAD_ANALYSIS_PLAN")
     raw = path.read_bytes()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evalmislead_assets.llm.reasoning import think_text
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 
 
 @dataclass(frozen=True)

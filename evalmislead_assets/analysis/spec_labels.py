@@ -26,12 +26,11 @@ import numpy as np
 import pandas as pd
 
 from evalmislead_assets.store.hashing import sha256_text
-from evalmislead_assets import settings
 from evalmislead_assets.store import schema
 from evalmislead_assets.analysis import bootstrap
-from evalmislead_assets.llm.prompts import Template, load_template
+from evalmislead_assets.llm.prompts import Template
 from evalmislead_assets.llm.reasoning import strip_think
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 
 JUDGE_TEMPLATE = "spec_judge"
 LABELS = ("transcribes_bug", "states_correct")
@@ -101,12 +100,14 @@ def _chat_request(**fields: Any) -> Any:
 
 
 def judge_specs(
-    specs: pd.DataFrame, problems: pd.DataFrame, judge: Any, warehouse: Any,
-    template: Template | None = None, max_tokens: int | None = None, log: Any = None,
+    specs: pd.DataFrame, problems: pd.DataFrame, judge: Any, warehouse: Any, *,
+    template: Template, max_tokens: int, log: Any = None,
 ) -> pd.DataFrame:
-    """Judge rows (one per spec) through ``judge.run_batch``; specs without text are not sent."""
-    template = template or load_template(JUDGE_TEMPLATE)
-    max_tokens = max_tokens or settings.judge_max_tokens()
+    """Judge rows (one per spec) through ``judge.run_batch``; specs without text are not sent.
+
+    ``template``: the judge prompt (``load_template(JUDGE_TEMPLATE, ...)``); ``max_tokens``: the judge's
+    output cap (EVALMISLEAD_JUDGE_MAX_TOKENS in the wiring).
+    """
     probs = problems.set_index("task_id")
     rows: list[dict[str, Any]] = []
     requests, pending = [], []

@@ -12,25 +12,28 @@ same step and stored by the IO manager like every other table.
 import hashlib
 import time
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 from dagster import (
-    AssetExecutionContext, AssetIn, Failure, MaterializeResult, MetadataValue, Output, asset, multi_asset,
+    AssetExecutionContext, AssetIn, Config, Failure, MaterializeResult, MetadataValue, Output, asset, multi_asset,
 )
+from pydantic import Field
 
 from evalmislead_assets import settings
 from evalmislead_assets.analysis import rates, secondary
 from evalmislead_assets.analysis.plan import Plan, cells_present, load_plan
 from evalmislead_assets.analysis.reasoning_mentions import load_keywords
 from evalmislead_assets.analysis.spec_labels import (
-    JUDGE_CALL_FAILED, agreement, category_counts, combine, human_labels_given, judge_specs, read_review_csv,
-    review_sample, write_review_csv,
+    JUDGE_CALL_FAILED, JUDGE_TEMPLATE, agreement, category_counts, combine, human_labels_given, judge_specs,
+    read_review_csv, review_sample, write_review_csv,
 )
 from evalmislead_assets.report.build import build, load_data, write
 from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.report.inputs import INPUTS
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.llm.errors import batch_errors_line
+from evalmislead_assets.llm.prompts import load_template
 from evalmislead_assets.assets.model_scope import model_path
 from evalmislead_assets.assets.table_outs import table_outs
 from evalmislead_assets.resources import LLMResource, WarehouseResource
@@ -53,7 +56,7 @@ CODE_VERSION = "analysis-2"  # issue 10: zero-test rules, matched thinking-on co
 def plan_code_version(*files: str) -> str:
     """Code version + plan hash (+ hashes of the prompt files an asset reads): a change marks it stale."""
     try:
-        plan = load_plan()
+        plan = load_plan(settings.analysis_plan_path())
         parts = [f"plan-{plan.sha256[:12]}"]
         for name in files:
             parts.append(f"{name.split('.')[0]}-{hashlib.sha256((plan.path.parent / name).read_bytes()).hexdigest()[:12]}")
@@ -95,7 +98,7 @@ def condition_rates(
     context: AssetExecutionContext, test_outcomes: pd.DataFrame, test_generations: pd.DataFrame,
     generated_tests: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
-    plan = load_plan()
+    plan = load_plan(settings.analysis_plan_path())
     outcomes, gens, gt = test_outcomes, test_generations, generated_tests
     t0 = time.perf_counter()
     df = rates.condition_rates(outcomes, gens, gt, plan)
@@ -117,7 +120,7 @@ def bootstrap_comparisons(
     context: AssetExecutionContext, test_outcomes: pd.DataFrame, test_generations: pd.DataFrame,
     generated_tests: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
-    plan = load_plan()
+    plan = load_plan(settings.analysis_plan_path())
     outcomes, gens, gt = test_outcomes, test_generations, generated_tests
     t0 = time.perf_counter()
     df, notes = rates.bootstrap_comparisons(outcomes, gens, gt, plan)
@@ -140,7 +143,7 @@ def truncation_matched_subset(
     context: AssetExecutionContext, test_outcomes: pd.DataFrame, test_generations: pd.DataFrame,
     generated_tests: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
-    plan = load_plan()
+    plan = load_plan(settings.analysis_plan_path())
     outcomes, gens, gt = test_outcomes, test_generations, generated_tests
     df = rates.truncation_matched_subset(outcomes, gens, gt, plan)
     n_in = int(df["in_subset"].sum()) if len(df) else 0
@@ -160,7 +163,7 @@ def truncation_matched_subset(
 def thinking_comparisons(
     context: AssetExecutionContext, truncation_matched_subset: pd.DataFrame, test_outcomes: pd.DataFrame
 ) -> Output[pd.DataFrame]:
-    plan = load_plan()
+    plan = load_plan(settings.analysis_plan_path())
     df = rates.thinking_comparisons(test_outcomes, truncation_matched_subset, plan)
     n = int(df["n_problems"].max()) if len(df) else 0
     return Output(df, metadata={
@@ -172,6 +175,15 @@ def thinking_comparisons(
 
 SPEC_LABEL_TABLES = ("spec_label_agreement", "spec_label_splits")
 REASONING_MENTION_TABLES = ("reasoning_mention_matches", "reasoning_mention_summary")
+
+
+class SpecLabelsConfig(Config):
+    """Launchpad settings of the spec_labels asset."""
+
+    judge_max_tokens: Optional[int] = Field(
+        default=None, ge=1,
+        description="The judge's output cap in tokens (its answer is two short lines); "
+                    "empty: EVALMISLEAD_JUDGE_MAX_TOKENS, default 256.")
 
 
 @multi_asset(
@@ -187,15 +199,18 @@ REASONING_MENTION_TABLES = ("reasoning_mention_matches", "reasoning_mention_summ
          **UPSTREAM},
 )
 def spec_labels(
-    context: AssetExecutionContext, warehouse: WarehouseResource, judge_llm: LLMResource,
+    context: AssetExecutionContext, config: SpecLabelsConfig, warehouse: WarehouseResource, judge_llm: LLMResource,
     model_specs: pd.DataFrame, problems: pd.DataFrame, test_outcomes: pd.DataFrame,
     test_generations: pd.DataFrame, generated_tests: pd.DataFrame,
 ) -> tuple[Output[pd.DataFrame], Output[pd.DataFrame], Output[pd.DataFrame]]:
-    plan = load_plan()
+    plan = load_plan(settings.analysis_plan_path())
     sec = plan.section("spec_labels")
     specs = model_specs
     # the warehouse holds the judge's answers (llm_cache); the three tables go through the IO manager
-    judged = judge_specs(specs, problems, judge_llm, warehouse.get(), log=context.log)
+    template = load_template(JUDGE_TEMPLATE, settings.prompts_dir())
+    max_tokens = config.judge_max_tokens or settings.judge_max_tokens()
+    judged = judge_specs(specs, problems, judge_llm, warehouse.get(), template=template, max_tokens=max_tokens,
+                         log=context.log)
     call_errors = [e if str(e or "").startswith(JUDGE_CALL_FAILED) else None for e in judged["judge_error"]]
     line = batch_errors_line("spec_labels (judge)", [str(t) for t in judged["task_id"]], call_errors)
     if line:  # a failing judge server is not a label: the step fails, good answers stay cached
@@ -239,7 +254,7 @@ def spec_labels(
 def reasoning_mentions(
     context: AssetExecutionContext, test_generations: pd.DataFrame, test_outcomes: pd.DataFrame,
 ) -> tuple[Output[pd.DataFrame], Output[pd.DataFrame], Output[pd.DataFrame]]:
-    plan = load_plan()
+    plan = load_plan(settings.analysis_plan_path())
     sec = plan.section("reasoning_mentions")
     cond, thinking = sec.get("condition", "buggy_code"), sec.get("thinking", "on")
     keywords = load_keywords(secondary.keywords_path(plan))
@@ -275,7 +290,7 @@ REPORT_INS = {name: AssetIn(metadata={"columns": list(columns)}) if columns else
 @asset(group_name=GROUP, code_version=_VERSION, ins=REPORT_INS,
        description="The study report (Markdown, HTML, PNG plots) with every table of the published write-up.")
 def study_report(context: AssetExecutionContext, **inputs: pd.DataFrame) -> MaterializeResult:
-    plan = load_plan()
+    plan = load_plan(settings.analysis_plan_path())
     data = load_data(inputs, review_csv=review_csv(context))
     written = write(build(data, plan), model_path(context, settings.report_dir()))
     context.log.info(f"study report written to {written.html_path}")

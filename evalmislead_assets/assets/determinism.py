@@ -9,6 +9,7 @@ from typing import Optional
 
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, Config, Failure, MetadataValue, Output, asset
+from pydantic import Field
 
 from evalmislead_assets.analysis.determinism import (
     DEFAULT_SEED,
@@ -43,10 +44,14 @@ _GENERATION_COLUMNS = [
 class ProbeConfig(Config):
     """Launchpad settings of the determinism probe."""
 
-    n: Optional[int] = None  # requests re-sent; None: EVALMISLEAD_PROBE_N (default 20)
-    seed: int = DEFAULT_SEED  # the sample's seed
-    workers: Optional[int] = None  # sandbox workers; None: EVALMISLEAD_SANDBOX_WORKERS or the CPU count
-    timeout_s: float = TEST_TIMEOUT_S  # per test and version
+    n: Optional[int] = Field(
+        default=None, ge=1,
+        description="Stored test-generation requests re-sent. Empty: EVALMISLEAD_PROBE_N, default 20.")
+    seed: int = Field(default=DEFAULT_SEED, description="The seed of the sample of requests re-sent.")
+    workers: Optional[int] = Field(
+        default=None, ge=1,
+        description="Parallel test-runner processes. Empty: EVALMISLEAD_SANDBOX_WORKERS, else the number of CPUs.")
+    timeout_s: float = Field(default=TEST_TIMEOUT_S, gt=0, description="Seconds per test and version.")
 
 
 def _metadata(df: pd.DataFrame, frames: dict[str, pd.DataFrame], wall_s: float, requests_sent: int) -> dict:

@@ -19,12 +19,12 @@ from dagster import (
     MultiToSingleDimensionPartitionMapping,
     asset,
 )
+from pydantic import Field
 
-from evalmislead_assets.study import problems as problem_data
 from evalmislead_assets import settings
 from evalmislead_assets.llm import prompts
 from evalmislead_assets.assets.model_scope import model_of
-from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS
+from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS, study_problems
 from evalmislead_assets.study.models import ModelSpec
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
@@ -43,8 +43,12 @@ _THINKING_CHECK_DOC = (
 class GenerationConfig(Config):
     """Launchpad settings for one partition's generation."""
 
-    max_tokens: Optional[int] = None  # None: EVALMISLEAD_MAX_TOKENS_OFF / _ON (4,096 / 16,384)
-    grammar: Optional[str] = None  # GBNF constraint sent to llama-server (tests use it to force <think> output)
+    max_tokens: Optional[int] = Field(
+        default=None, ge=1,
+        description="Output cap per answer in tokens. Empty: the study file's cap for the model, else "
+                    "EVALMISLEAD_MAX_TOKENS_OFF / EVALMISLEAD_MAX_TOKENS_ON (4,096 / 16,384).")
+    grammar: Optional[str] = Field(
+        default=None, description="A GBNF grammar sent to llama-server with every request (empty: none).")
 
 
 def _max_tokens(config: GenerationConfig, thinking: str, model: Optional[ModelSpec] = None) -> int:
@@ -178,8 +182,8 @@ def model_specs(
 ):  # -> MaterializeResult(value=DataFrame); no annotation: its checks make it multi-output
     thinking = str(context.partition_key)
     wh = warehouse.get()  # answers go to llm_cache / llm_calls one by one as they arrive
-    problems = problem_data.study_problems_from(problems, problem_validation)
-    template = prompts.load_template(prompts.SPEC_TEMPLATE)
+    problems = study_problems(problems, problem_validation)
+    template = prompts.load_template(prompts.SPEC_TEMPLATE, settings.prompts_dir())
     rendered = [prompts.spec_prompt(p, template) for p in problems.to_dict("records")]
     df, results, stats = _generate(context, wh, llm, "model_specs", None, thinking, problems, rendered, config)
     df.insert(0, "thinking", thinking)
@@ -259,14 +263,14 @@ def test_generations(
 ):  # -> MaterializeResult(value=DataFrame); no annotation: its checks make it multi-output
     condition, thinking = split_key(context.partition_key)
     wh = warehouse.get()  # answers go to llm_cache / llm_calls one by one as they arrive
-    problems = problem_data.study_problems_from(problems, problem_validation)
+    problems = study_problems(problems, problem_validation)
     records = problems.to_dict("records")
     specs = _specs_for(model_specs, thinking, [p["task_id"] for p in records]) if condition == "model_spec" else {}
     skipped = pd.DataFrame(columns=["task_id", "problem_idx", "error", "created_at"])
     if condition == "model_spec":
         problems, skipped = _without_empty_specs(model_specs, thinking, problems)
         records = problems.to_dict("records")
-    template = prompts.load_template(prompts.TEST_TEMPLATE)
+    template = prompts.load_template(prompts.TEST_TEMPLATE, settings.prompts_dir())
     rendered = [prompts.generation_prompt(p, condition, specs.get(p["task_id"]), template) for p in records]
     if records or skipped.empty:  # (no problem at all: _generate fails with its message)
         df, results, stats = _generate(context, wh, llm, "test_generations", condition, thinking, problems, rendered,

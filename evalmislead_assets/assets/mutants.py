@@ -10,8 +10,7 @@ from dagster import AssetExecutionContext, Config, MetadataValue, Output, asset
 from evalmislead_assets.mutation.mutator import MAX_MUTANTS_PER_PROBLEM, MUTATOR_VERSION, SAMPLE_SEED
 from evalmislead_assets.mutation.scoring import build_mutants
 from evalmislead_assets.report.formatting import md_table
-from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS
-from evalmislead_assets.study.problems import study_problems_from
+from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS, study_problems
 from evalmislead_assets.resources import WarehouseResource
 from evalmislead_assets.execution.oracle_validation import ORACLE_TIMEOUT_S
 
@@ -41,7 +40,7 @@ def mutants(
     problem_validation: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
     wh = warehouse.get()
-    problems = study_problems_from(problems, problem_validation)
+    problems = study_problems(problems, problem_validation)
     start = time.monotonic()
     df, notes = build_mutants(problems, config.cap, config.seed, config.oracle_timeout_s, config.workers)
     wall = time.monotonic() - start

@@ -20,6 +20,7 @@ from dagster import (
     asset_check,
     multi_asset,
 )
+from pydantic import Field
 
 from evalmislead_assets import settings
 from evalmislead_assets.report.sections import mutation_score as mutation_report
@@ -39,10 +40,19 @@ MUTATION_TABLES = ("mutant_kills",)  # the side table of mutation_scores
 class MutationConfig(Config):
     """Launchpad settings of the mutation_scores asset."""
 
-    workers: Optional[int] = None  # parallel zygotes; None: EVALMISLEAD_SANDBOX_WORKERS or the number of CPUs
-    timeout_s: float = TEST_TIMEOUT_S  # per test against the fixed version (and slow tests against mutants)
-    mutant_timeout_s: float = MUTANT_TIMEOUT_S  # per test against a mutant; over it is a kill if the fixed run
-    # took under half the limit. Runs per file: EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE (settings).
+    workers: Optional[int] = Field(
+        default=None, ge=1,
+        description="Parallel test-runner processes. Empty: EVALMISLEAD_SANDBOX_WORKERS, else the number of CPUs.")
+    timeout_s: float = Field(default=TEST_TIMEOUT_S, gt=0,
+                             description="Seconds per test against the fixed version (and slow tests against mutants).")
+    mutant_timeout_s: float = Field(
+        default=MUTANT_TIMEOUT_S, gt=0,
+        description="Seconds per test against a mutant; over it is a kill when the fixed run took under half of it.")
+    max_runs_per_file: Optional[int] = Field(
+        default=None, ge=1,
+        description="Test runs one file may take (fixed runs + mutant runs): over it, only the first passing "
+                    "tests meet the mutants and the rest are counted in n_tests_capped. "
+                    "Empty: EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE, default 1000.")
 
 
 @multi_asset(
@@ -74,9 +84,10 @@ def mutation_scores(
     if without:
         context.log.warning(f"{len(without)} problems have no stored mutants (materialize mutants): {without[:10]}")
     sandbox = make_sandbox(ExecutionConfig(workers=config.workers, timeout_s=config.timeout_s))
-    max_runs = settings.max_mutation_runs_per_file()
+    max_runs = config.max_runs_per_file or settings.max_mutation_runs_per_file()
     start = time.monotonic()
-    scores, kills, run = build_scores(generated, muts, problems, sandbox, config.mutant_timeout_s, max_runs)
+    scores, kills, run = build_scores(generated, muts, problems, sandbox, config.mutant_timeout_s,
+                                     max_runs=max_runs)
     wall = time.monotonic() - start
     where = {"condition": condition, "thinking": thinking}
     summ = mutation_report.summary(scores.assign(**where))

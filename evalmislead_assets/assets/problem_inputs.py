@@ -3,11 +3,21 @@
 Shared inputs (like model_scope.py), so that no group's module imports another group's assets module.
 """
 
+import pandas as pd
 from dagster import AssetIn
 
-# The study's problems (validated pairs in EVALMISLEAD_PROBLEMS, see study.problems.study_problems_from) are
+from evalmislead_assets import settings
+from evalmislead_assets.study.problems import study_problems_from
+
+# The study's problems (validated pairs in EVALMISLEAD_PROBLEMS, see study_problems below) are
 # drawn from these two inputs by every asset that works per problem.
 STUDY_PROBLEM_INS = {"problems": AssetIn(), "problem_validation": AssetIn(metadata={"columns": ["task_id", "valid"]})}
+
+
+def study_problems(problems: pd.DataFrame, problem_validation: pd.DataFrame) -> pd.DataFrame:
+    """The validated problems in EVALMISLEAD_PROBLEMS (all when unset): what generation and mutants work on."""
+    return study_problems_from(problems, problem_validation, settings.problem_subset())
+
 
 # the problem columns the sandbox needs (a projection of the problems input)
 PROBLEM_COLUMNS = ["task_id", "problem_idx", "entry_point", "buggy_code", "fixed_code"]

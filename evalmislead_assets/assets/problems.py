@@ -1,28 +1,47 @@
 """problems and problem_validation assets."""
 
 import time
+from typing import Optional
 
 import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetExecutionContext,
     AssetIn,
+    Config,
     MetadataValue,
     Output,
     asset,
     asset_check,
 )
+from pydantic import Field
 
+from evalmislead_assets import settings
+from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.study import problems as problem_data
 from evalmislead_assets.execution import oracle_validation as validation
 from evalmislead_assets.resources import WarehouseResource
 
 
+class ProblemsConfig(Config):
+    """Launchpad settings of the problems asset."""
+
+    source: Optional[str] = Field(
+        default=None,
+        description="local: the copy shipped in the package (no network); hub: bigcode/humanevalpack from the "
+                    "Hugging Face hub. Empty: EVALMISLEAD_DATASET_SOURCE, default local.")
+
+
 @asset(group_name="problems", description="HumanEvalPack Python: 164 problems with buggy and fixed versions.")
-def problems(context: AssetExecutionContext) -> Output[pd.DataFrame]:
-    df = problem_data.load_problems()
+def problems(context: AssetExecutionContext, config: ProblemsConfig) -> Output[pd.DataFrame]:
+    source = config.source or settings.dataset_source()
+    if source not in problem_data.SOURCES:
+        raise ConfigError(f"problems config source={source!r} is not one of {', '.join(problem_data.SOURCES)}; "
+                          "leave it empty for EVALMISLEAD_DATASET_SOURCE (default local)")
+    df = problem_data.load_problems(source=source, cache_dir=settings.datasets_cache_dir())
     return Output(df, metadata={
         "rows": len(df),
+        "source": source,
         "source_sha256": problem_data.DATA_SHA256,
         "licence": MetadataValue.path(str(problem_data.LICENSE_FILE)),
         "bug_types": MetadataValue.md(df["bug_type"].value_counts().to_frame().to_markdown()),

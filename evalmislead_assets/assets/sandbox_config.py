@@ -9,6 +9,7 @@ determinism_probe and mutation_scores. The settings stay per-asset run config (`
 from typing import Optional, Protocol
 
 from dagster import AssetExecutionContext, Config
+from pydantic import Field
 
 from evalmislead_assets import settings
 from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S, Isolation, Limits, Sandbox
@@ -17,8 +18,10 @@ from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S, Isolation, Limits, S
 class ExecutionConfig(Config):
     """Launchpad settings for running generated tests."""
 
-    workers: Optional[int] = None  # parallel zygotes; None: EVALMISLEAD_SANDBOX_WORKERS or the number of CPUs
-    timeout_s: float = TEST_TIMEOUT_S  # per test and version
+    workers: Optional[int] = Field(
+        default=None, ge=1,
+        description="Parallel test-runner processes. Empty: EVALMISLEAD_SANDBOX_WORKERS, else the number of CPUs.")
+    timeout_s: float = Field(default=TEST_TIMEOUT_S, gt=0, description="Seconds per test and version.")
 
 
 class SandboxSettings(Protocol):

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         mod.add_arguments(p)
         modules[name] = mod
     args = parser.parse_args(argv)
-    from evalmislead_assets.settings import ConfigError
+    from evalmislead_assets.errors import ConfigError
 
     try:
         return int(modules[args.command].run(args) or 0)

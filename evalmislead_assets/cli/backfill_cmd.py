@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from evalmislead_assets.jobs import GENERATION_ASSETS
 from evalmislead_assets.study.conditions import THINKING_MODES
 from evalmislead_assets import settings
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.study.models import model_key
 from evalmislead_assets.cli.webserver_client import BackfillState, WebserverClient, WebserverError
 

@@ -26,8 +26,9 @@ def run(args: argparse.Namespace) -> int:
     db = Path(args.db).expanduser() if args.db else settings.db_path()
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.out).expanduser() if args.out else settings.export_dir() / f"evalmislead-{stamp}"
-    result = export.export_package(db, out, fmt=args.format, with_cache=args.with_cache, archive=args.zip,
-                                   report_folder=settings.report_dir())
+    result = export.export_package(db, out, plan_path=settings.analysis_plan_path(),
+                                   review_csv=settings.review_csv_path(), fmt=args.format,
+                                   with_cache=args.with_cache, archive=args.zip, report_folder=settings.report_dir())
     m = result.manifest
     tables = ", ".join(f"{k} {v}" for k, v in m["tables"].items())
     print(f"evalmislead: exported {len(m['files'])} files ({tables}; {m['generated_test_modules']} test modules) "

@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 
 from evalmislead_assets import settings
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 
 LOCK_NAME = "evalmislead-run.lock"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from evalmislead_assets import config_check, settings
+from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.llm import stop_signals
 from evalmislead_assets.cli import run_guard
 from evalmislead_assets.study.models import Study
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         conditions = list(CONDITION_NAMES) if args.full or conditions == ["all"] else list(DEMO_CONDITIONS)
     unknown = [c for c in conditions if c not in CONDITION_NAMES]
     if unknown:
-        raise settings.ConfigError(f"unknown condition(s) {unknown}; choose from {', '.join(CONDITION_NAMES)}")
+        raise ConfigError(f"unknown condition(s) {unknown}; choose from {', '.join(CONDITION_NAMES)}")
 
     job = defs.resolve_implicit_global_asset_job_def()
     known = set(defs.resolve_asset_graph().get_all_asset_keys())

@@ -16,8 +16,9 @@ from pathlib import Path
 from evalmislead_assets.execution import cells as execution_cells
 from evalmislead_assets.execution.collection import collect_module
 from evalmislead_assets.execution.extraction import defined_names, extract
+from evalmislead_assets.report.formatting import pct
 from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_TIMEOUT_S, Limits, Sandbox
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 
 HELP = ("score a pytest file against buggy and fixed code: each test misleading / effective / both_pass / "
         "both_fail (tests import `from solution import NAME`)")
@@ -102,7 +103,7 @@ def _print_table(result: dict) -> None:
     n = result["n_tests"]
     out.write(f"{n} tests")
     if n:
-        cells = ", ".join(f"{k} {v} ({100 * result['rates'][k]:.1f} %)" for k, v in result["counts"].items())
+        cells = ", ".join(f"{k} {v} ({pct(result['rates'][k])})" for k, v in result["counts"].items())
         out.write(f": {cells}")
     out.write("\n")
     if result["isolation"] != "full":

@@ -8,6 +8,7 @@ import sys
 import time
 
 from evalmislead_assets.llm import llama_server as server
+from evalmislead_assets.resources.embedded_server import binary_override, default_model
 
 HELP = "Start the embedded llama-server (bundled Qwen2.5-Coder-0.5B unless EVALMISLEAD_EMBEDDED_MODEL) and keep it running until Ctrl-C."
 
@@ -24,8 +25,14 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        model = default_model()
+    except server.ServerError as exc:
+        print(f"evalmislead server: {exc}", file=sys.stderr)
+        return 2
     srv = server.EmbeddedServer(
-        port=args.port or None, host=args.host, parallel=args.parallel, ctx_per_slot=args.ctx_per_slot
+        model=model, binary=binary_override(), port=args.port or None, host=args.host, parallel=args.parallel,
+        ctx_per_slot=args.ctx_per_slot,
     )
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

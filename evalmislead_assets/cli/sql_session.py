@@ -23,7 +23,7 @@ import duckdb
 
 from evalmislead_assets.store import sql_readonly
 from evalmislead_assets.cli.sql_output import format_table, rows_note
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.store.file_format import STORAGE_VERSION, needs_migration
 
 HELP_TEXT = (".tables  list tables and views\n.schema TABLE  its columns\n.quit / .exit / end of input  leave\n"

@@ -8,7 +8,6 @@ and the fixed version) and where the report is. A condition with no executed tes
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,22 +15,16 @@ from typing import Any
 import pandas as pd
 
 from evalmislead_assets import study_models
+from evalmislead_assets.report.formatting import NOT_ESTIMABLE, ci, missing, pct, points
 from evalmislead_assets.report.tables import test_body
 from evalmislead_assets.store.database import Warehouse
 
-NOT_ESTIMABLE = "0 tests: not estimable"
-
-
-def _missing(x: Any) -> bool:
-    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
-
-
 def rate_text(count: Any, n_tests: Any, rate: Any, lo: Any = None, hi: Any = None) -> str:
-    if _missing(n_tests) or int(n_tests) == 0 or _missing(rate):
+    if missing(n_tests) or int(n_tests) == 0 or missing(rate):
         return NOT_ESTIMABLE
-    text = f"{100 * float(rate):.1f} % ({int(count)}/{int(n_tests)})"
-    if not _missing(lo) and not _missing(hi):
-        text += f" [{100 * float(lo):.1f}, {100 * float(hi):.1f}]"
+    text = f"{pct(rate)} ({int(count)}/{int(n_tests)})"
+    if not missing(lo) and not missing(hi):
+        text += f" {ci(lo, hi, as_points=False)}"
     return text
 
 
@@ -54,10 +47,10 @@ def comparisons_table(comp: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, x in comp.iterrows():
         est, lo, hi = x.get("estimate"), x.get("ci_low"), x.get("ci_high")
-        if _missing(est) or int(x.get("n_tests_a") or 0) == 0 or int(x.get("n_tests_b") or 0) == 0:
+        if missing(est) or int(x.get("n_tests_a") or 0) == 0 or int(x.get("n_tests_b") or 0) == 0:
             diff = "not estimable"
         else:
-            diff = f"{100 * float(est):+.1f} [{100 * float(lo):+.1f}, {100 * float(hi):+.1f}]"
+            diff = f"{points(est)} {ci(lo, hi)}"
         rows.append({"#": int(x["comparison_id"]), "thinking": x["thinking"],
                      "metric": str(x["metric"]).replace("_", " "),
                      "a - b": f"{x['condition_a']} - {x['condition_b']}", "difference, points [CI]": diff,

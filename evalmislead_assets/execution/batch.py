@@ -11,11 +11,11 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from evalmislead_assets import settings
 from evalmislead_assets.execution.cells import score_many
 from evalmislead_assets.execution.collection import CollectRequest, collect_modules, stored_test_ids
 from evalmislead_assets.execution.extraction import defined_names, extract
 from evalmislead_assets.sandbox.host import Sandbox
+from evalmislead_assets.store.values import is_missing
 
 _GENERATED_TESTS_COLUMNS = [
     "task_id", "problem_idx", "source", "extraction", "import_ok", "n_tests", "test_ids", "error", "finish_reason",
@@ -28,7 +28,7 @@ _TEST_OUTCOMES_COLUMNS = [
 
 
 def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox,
-                          max_tests: int = settings.DEFAULT_MAX_TESTS_PER_ANSWER) -> pd.DataFrame:
+                          max_tests: int) -> pd.DataFrame:
     """One row per generation: the extracted module, how it was found, and its collected test ids.
 
     ``generations`` has task_id, problem_idx, response_text, finish_reason, error; ``problems``
@@ -111,4 +111,4 @@ def _int(x: Any) -> Optional[int]:
 
 
 def _str(x: Any) -> str:
-    return "" if x is None or (not isinstance(x, str) and pd.isna(x)) else str(x)
+    return "" if is_missing(x) else str(x)

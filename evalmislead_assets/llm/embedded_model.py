@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
-from evalmislead_assets import settings
 
 @dataclass(frozen=True)
 class BundledModel:
@@ -127,8 +126,9 @@ def installed(model: BundledModel) -> bool:
     return True
 
 
-def target_path(model: BundledModel | None = None) -> Path:
-    return settings.cache_dir() / "models" / (model or DEFAULT).file_name
+def target_path(cache_dir: Path, model: BundledModel | None = None) -> Path:
+    """Where ``model`` (default: DEFAULT) is assembled under the cache folder (settings.cache_dir in the wiring)."""
+    return Path(cache_dir) / "models" / (model or DEFAULT).file_name
 
 
 def _sha256(path: Path) -> str:
@@ -155,11 +155,11 @@ def _verified(path: Path, model: BundledModel) -> bool:
     return recorded == model.sha256 and mtime == str(path.stat().st_mtime_ns)
 
 
-def assemble(target: Path | None = None, model: BundledModel | None = None) -> Assembled:
+def assemble(target: Path, model: BundledModel | None = None) -> Assembled:
     """Concatenate the slices of ``model`` (default: DEFAULT) into ``target`` once; check the sha256; reuse a
     checked file."""
     model = model or DEFAULT
-    target = Path(target or target_path(model))
+    target = Path(target)
     if _verified(target, model):
         return Assembled(target, reused=True)
     parts = part_paths(model)
@@ -197,9 +197,17 @@ def verify_file(path: Path, model: BundledModel | None = None) -> None:
                          "scripts/bootstrap.sh")
 
 
+USAGE = "usage: python -m evalmislead_assets.llm.embedded_model --cache-dir DIR [--installed | NAME ...]"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Assemble the named bundled models (default: the default model); `--installed`: every installed one."""
+    """``--cache-dir DIR`` then the bundled models to assemble under it (default: the default model);
+    ``--installed``: every installed one. scripts/bootstrap.sh passes the cache folder it uses."""
     args = sys.argv[1:] if argv is None else argv
+    if len(args) < 2 or args[0] != "--cache-dir":
+        print(f"evalmislead: {USAGE}", file=sys.stderr)
+        return 2
+    cache_dir, args = Path(args[1]).expanduser(), args[2:]
     if args == ["--installed"]:
         models = [m for m in BUNDLED.values() if not m.bootstrap_flag or installed(m)]
     else:
@@ -210,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     for model in models:
         try:
-            result = assemble(model=model)
+            result = assemble(target_path(cache_dir, model), model)
         except ModelError as exc:
             print(f"evalmislead: {exc}", file=sys.stderr)
             return 2

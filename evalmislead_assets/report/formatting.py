@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
+
+from evalmislead_assets.store.values import is_missing
 
 NOT_ESTIMABLE = "0 tests: not estimable"
 
@@ -37,7 +38,8 @@ def rate_or_not_estimable(rate: object, n_tests: object) -> str:
 
 
 def missing(x: object) -> bool:
-    return x is None or x is pd.NA or (isinstance(x, float) and np.isnan(x))
+    """None, NaN or NA (store.values.is_missing): shown as a dash."""
+    return is_missing(x)
 
 
 def md_table(df: pd.DataFrame) -> str:

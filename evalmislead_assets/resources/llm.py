@@ -15,7 +15,7 @@ from evalmislead_assets.llm import embedded_model
 from evalmislead_assets.llm import llama_server as server
 from evalmislead_assets.llm.client import ChatClient
 from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult
-from evalmislead_assets.resources.embedded_server import EmbeddedServerResource
+from evalmislead_assets.resources.embedded_server import EmbeddedServerResource, default_alias, default_model
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_assets.study.models import ModelSpec
 
@@ -89,7 +89,7 @@ class LLMResource(ConfigurableResource):
 
 def _alias(spec: ModelSpec) -> str:
     if settings.embedded_model_override() or not (spec.bundled or spec.gguf):
-        return server.default_alias()
+        return default_alias()
     if spec.gguf:
         return server.alias_for(Path(spec.gguf).expanduser())
     return embedded_model.bundled(spec.bundled).alias
@@ -98,7 +98,7 @@ def _alias(spec: ModelSpec) -> str:
 def _gguf(spec: ModelSpec) -> server.GGUF:
     """The file the embedded server loads for ``spec`` (one line naming the fix when it is missing)."""
     if settings.embedded_model_override() or not (spec.bundled or spec.gguf):
-        return server.default_model()  # EVALMISLEAD_EMBEDDED_MODEL (a one-model study), else the bundled default
+        return default_model()  # EVALMISLEAD_EMBEDDED_MODEL (a one-model study), else the bundled default
     if spec.gguf:
         path = Path(spec.gguf).expanduser()
         if not path.is_file():
@@ -107,6 +107,6 @@ def _gguf(spec: ModelSpec) -> server.GGUF:
         return server.GGUF(path, server.alias_for(path))
     try:
         bundled = embedded_model.bundled(spec.bundled)
-        return server.GGUF(embedded_model.assemble(model=bundled).path, bundled.alias)
     except embedded_model.ModelError as exc:
         raise server.ServerError(str(exc)) from None
+    return server.bundled_gguf(settings.cache_dir(), bundled)

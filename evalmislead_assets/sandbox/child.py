@@ -25,7 +25,6 @@ import tempfile
 import time
 from typing import Any
 
-from evalmislead_assets import settings
 from evalmislead_assets.sandbox import guard as sandbox_guard
 from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, scrubbed_env
 from evalmislead_assets.sandbox.ipc import write_line
@@ -35,6 +34,12 @@ from evalmislead_assets.sandbox.isolation import (PR_SET_DUMPABLE, PR_SET_NO_NEW
 # The zygote's pytest plugin (zygote.ZygotePlugin), which calls into this module: named loosely here,
 # so that child never imports the module that imports it (no cycle, not even a type-only one).
 ZygotePlugin = Any
+
+
+def replace_environment(env: dict[str, str]) -> None:
+    """Replace this test process's environment with the scrubbed one (the host's settings never reach a test)."""
+    os.environ.clear()
+    os.environ.update(env)
 
 
 def kill_pid(pid: int, group: bool = False) -> None:
@@ -131,7 +136,7 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
         os.closerange(3, low)
         os.closerange(low + 1, high)
         os.closerange(high + 1, 1 << 16)
-        settings.replace_environment(scrubbed_env(workdir))
+        replace_environment(scrubbed_env(workdir))
         tempfile.tempdir = workdir
         os.chdir(workdir)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # oversized writes raise OSError instead of killing
@@ -250,7 +255,7 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
         os.dup2(out, 1)
         os.dup2(out, 2)
         os.close(out)
-        settings.replace_environment(scrubbed_env(testdir))
+        replace_environment(scrubbed_env(testdir))
         tempfile.tempdir = testdir
         os.chdir(testdir)
         cpu = int(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s + 2)

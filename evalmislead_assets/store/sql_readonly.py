@@ -20,7 +20,7 @@ from typing import Any
 
 import duckdb
 
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.store.database import Warehouse
 
 ALLOWED_TYPES = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN, duckdb.StatementType.PRAGMA}

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _KEYS = {"name", "bundled", "gguf", "urls", "slots", "chat_template_kwargs", "max_tokens_off", "max_tokens_on",

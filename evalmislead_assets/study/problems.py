@@ -7,11 +7,12 @@ from pathlib import Path
 import pandas as pd
 
 from evalmislead_assets.store.hashing import sha256_file
-from evalmislead_assets import settings
-from evalmislead_assets.settings import PACKAGE_DIR
 
-DATA_FILE = PACKAGE_DIR / "data" / "humanevalpack_python.jsonl"
-LICENSE_FILE = PACKAGE_DIR / "data" / "HUMANEVALPACK_LICENSE"
+# The files shipped inside the package (pyproject's package-data), so a fresh install needs no network.
+PACKAGE_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DATA_FILE = PACKAGE_DATA_DIR / "humanevalpack_python.jsonl"
+LICENSE_FILE = PACKAGE_DATA_DIR / "HUMANEVALPACK_LICENSE"
+SOURCES = ("local", "hub")
 # sha256 of the shipped file (the same rows as bigcode/humanevalpack, config "python").
 DATA_SHA256 = "b1376d72be4bd016a62ad043d9de3846edb8d63edf1222da802a31330c14c3a7"
 N_PROBLEMS = 164
@@ -25,8 +26,16 @@ class DatasetError(RuntimeError):
     """The dataset file is missing or does not match; one line naming the file."""
 
 
-def load_problems(path: Path | None = None, expected_sha256: str | None = DATA_SHA256) -> pd.DataFrame:
-    """All problems as a DataFrame; verifies the file's sha256 and the fields before use."""
+def load_problems(
+    path: Path | None = None, expected_sha256: str | None = DATA_SHA256, *, source: str, cache_dir: Path,
+) -> pd.DataFrame:
+    """All problems as a DataFrame; verifies the file's sha256 and the fields before use.
+
+    ``source``: ``local`` (the shipped file) or ``hub`` (bigcode/humanevalpack); ``cache_dir``: the
+    `datasets` cache (the wiring passes EVALMISLEAD_DATASET_SOURCE and <data>/hf-cache from settings).
+    """
+    if source not in SOURCES:
+        raise ValueError(f"dataset source {source!r} is not one of {', '.join(SOURCES)}")
     path = Path(path or DATA_FILE)
     if not path.is_file():
         raise DatasetError(f"dataset file {path} is missing; reinstall the package (it ships the data)")
@@ -36,20 +45,20 @@ def load_problems(path: Path | None = None, expected_sha256: str | None = DATA_S
             f"dataset file {path} is corrupted or changed (sha256 {digest[:12]}..., expected {expected_sha256[:12]}...); "
             "restore it from the package"
         )
-    if settings.dataset_source() == "hub":
+    if source == "hub":
         return _from_hub()
     import datasets
 
     datasets.disable_progress_bars()
     try:
-        ds = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=_cache_dir())
+        ds = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=_cache_dir(cache_dir))
     except Exception as exc:  # malformed JSON lines and the like
         raise DatasetError(f"dataset file {path} could not be parsed: {str(exc).splitlines()[0]}") from exc
     return _frame(ds.to_pandas(), path)
 
 
-def _cache_dir() -> str:
-    d = settings.project_data_dir() / "hf-cache"
+def _cache_dir(d: Path) -> str:
+    d = Path(d)
     d.mkdir(parents=True, exist_ok=True)
     return str(d)
 
@@ -84,10 +93,11 @@ def select(df: pd.DataFrame, subset: list[int] | None) -> pd.DataFrame:
     return df[df["problem_idx"].isin(subset)].reset_index(drop=True)
 
 
-def study_problems_from(problems: pd.DataFrame, validation: pd.DataFrame) -> pd.DataFrame:
-    """Problems the study runs on: validated pairs only (from the two tables' frames), restricted to EVALMISLEAD_PROBLEMS."""
+def study_problems_from(problems: pd.DataFrame, validation: pd.DataFrame, subset: list[int] | None) -> pd.DataFrame:
+    """Problems the study runs on: validated pairs only (from the two tables' frames), restricted to ``subset``
+    (EVALMISLEAD_PROBLEMS in the wiring; None: all)."""
     valid = set(validation.loc[validation["valid"].fillna(False).astype(bool), "task_id"])
     df = problems[problems["task_id"].isin(valid)].sort_values("problem_idx", kind="stable").reset_index(drop=True)
     if df.empty:
         raise RuntimeError("no validated problems stored; materialize problems and problem_validation first")
-    return select(df, settings.problem_subset())
+    return select(df, subset)

@@ -6,13 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evalmislead_assets import settings
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.analysis.rates import (
     bootstrap_comparisons, condition_rates, thinking_comparisons, truncation_matched_subset,
 )
 from evalmislead_assets.analysis.reasoning_mentions import find_mentions, load_keywords
 from evalmislead_assets.analysis.secondary import keywords_path, reasoning_mentions, spec_label_splits
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 
 M, E, BP, BF = "misleading", "effective", "both_pass", "both_fail"
 
@@ -51,7 +52,7 @@ def tables(study=STUDY, errors=None):
 
 @pytest.fixture(scope="module")
 def plan():
-    return load_plan()
+    return load_plan(settings.analysis_plan_path())
 
 
 def row(df, **where):

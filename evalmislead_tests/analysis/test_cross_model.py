@@ -10,7 +10,7 @@ from evalmislead_assets.analysis import cross_model as cm
 from evalmislead_assets.analysis import rates
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.report.sections import models as section
-from evalmislead_assets.settings import PACKAGE_DIR
+from evalmislead_assets.settings import PROJECT_ROOT
 from evalmislead_assets.store import schema
 
 M, E, BP, BF = "misleading", "effective", "both_pass", "both_fail"
@@ -19,7 +19,7 @@ M, E, BP, BF = "misleading", "effective", "both_pass", "both_fail"
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory):
     """The shipped plan with n_boot 400 (fast), same level, seed and comparisons."""
-    data = json.loads((PACKAGE_DIR.parent / "prompts" / "analysis_plan.json").read_text())
+    data = json.loads((PROJECT_ROOT / "prompts" / "analysis_plan.json").read_text())
     data["bootstrap"]["n_boot"] = 400
     path = tmp_path_factory.mktemp("plan") / "analysis_plan.json"
     path.write_text(json.dumps(data))

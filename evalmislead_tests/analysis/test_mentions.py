@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from evalmislead_assets.analysis.reasoning_mentions import find_mentions, kept_segments, load_keywords, mentions_bug
-from evalmislead_assets.settings import PROJECT_ROOT, ConfigError
+from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.settings import PROJECT_ROOT
 
 SENTENCES = Path(__file__).resolve().parents[1] / "data" / "reasoning_sentences.tsv"
 KEYWORDS = PROJECT_ROOT / "prompts" / "reasoning_keywords.txt"

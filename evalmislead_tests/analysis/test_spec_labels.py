@@ -6,8 +6,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from evalmislead_assets import settings
 from evalmislead_assets.analysis import spec_labels as sl
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.llm.prompts import load_template
+from evalmislead_assets.errors import ConfigError
 
 BUGGY = "def get_positive(l: list):\n    return [e for e in l if e < 0]\n"
 FIXED = "def get_positive(l: list):\n    return [e for e in l if e > 0]\n"
@@ -63,6 +65,10 @@ def test_unparseable_labels_stay_null_with_reason(text, expected, reason):
     assert reason in got.error
 
 
+def judge_template():
+    return load_template(sl.JUDGE_TEMPLATE, settings.prompts_dir())
+
+
 def test_diff_shows_both_versions():
     d = sl.bug_diff(BUGGY, FIXED)
     assert "-    return [e for e in l if e < 0]" in d and "+    return [e for e in l if e > 0]" in d
@@ -79,7 +85,8 @@ def test_judge_specs_sends_diff_and_spec_and_never_guesses():
         "Python/0": ("TRANSCRIBES_BUG: yes\nSTATES_CORRECT: no", "stop", None),
         "Python/1": ("It restores the correct behaviour", "length", None),
     })
-    rows = sl.judge_specs(specs, problems(), judge, warehouse=None, max_tokens=64).set_index("task_id")
+    rows = sl.judge_specs(specs, problems(), judge, warehouse=None, template=judge_template(),
+                          max_tokens=64).set_index("task_id")
     assert [r.task_id for r in judge.requests] == ["Python/0", "Python/1"]  # empty spec, unknown problem: not sent
     req = judge.requests[0]
     assert req.asset == "spec_labels" and req.enable_thinking is False and req.max_tokens == 64
@@ -97,7 +104,8 @@ def test_judge_specs_sends_diff_and_spec_and_never_guesses():
 def test_judge_call_error_is_stored_not_labelled():
     specs = pd.DataFrame({"thinking": "on", "task_id": ["Python/0"], "problem_idx": [0], "spec_text": ["s"],
                           "error": [None]})
-    rows = sl.judge_specs(specs, problems(), FakeJudge({"Python/0": ("", None, "HTTP 500")}), None)
+    rows = sl.judge_specs(specs, problems(), FakeJudge({"Python/0": ("", None, "HTTP 500")}), None,
+                          template=judge_template(), max_tokens=settings.DEFAULT_JUDGE_MAX_TOKENS)
     assert rows.iloc[0]["judge_error"] == "judge call failed: HTTP 500"
     assert pd.isna(rows.iloc[0]["judge_transcribes_bug"])
 
@@ -179,7 +187,8 @@ def test_review_rows_for_an_older_spec_are_ignored(tmp_path):
     _fill(path, {"Python/0": ("no", "yes")})
     judged = sl.judge_specs(specs.assign(spec_text="A regenerated spec."), probs,
                             FakeJudge({f"Python/{i}": ("TRANSCRIBES_BUG: yes\nSTATES_CORRECT: no", "stop", None)
-                                       for i in range(3)}), None)
+                                       for i in range(3)}), None,
+                            template=judge_template(), max_tokens=settings.DEFAULT_JUDGE_MAX_TOKENS)
     labels, notes = sl.combine(judged, sl.read_review_csv(path))
     assert any("older spec" in n for n in notes)
     assert labels.set_index("task_id").loc["Python/0", "label_source"] == "judge"
@@ -226,7 +235,7 @@ def test_judge_prompt_shows_the_format_without_a_concrete_answer():
     """A small judge copies an example answer; the prompt shows placeholders only."""
     import re
 
-    template = sl.load_template(sl.JUDGE_TEMPLATE)
+    template = judge_template()
     text, _ = sl.judge_prompt(template, "get_positive", sl.bug_diff(BUGGY, FIXED), "Return the negatives.")
     concrete = re.compile(r"^\W*(TRANSCRIBES_BUG|STATES_CORRECT)\W*:\W*(yes|no)\W*$", re.I | re.M)
     assert not concrete.search(text), concrete.search(text).group(0)

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from dagster import materialize
 
+from evalmislead_assets import settings
 from evalmislead_assets.analysis.plan import METRICS, load_plan
 from evalmislead_assets.assets import analysis as assets
 from evalmislead_assets.llm.types import ChatResult
@@ -79,7 +80,7 @@ def test_condition_rates_and_bootstrap_from_stored_rows(wh):
     store_upstream(wh, modes=("off",))
     res = materialize(with_stored([assets.condition_rates, assets.bootstrap_comparisons]), resources=_resources(wh))
     assert res.success
-    plan = load_plan()
+    plan = load_plan(settings.analysis_plan_path())
     rates = wh.read_table("condition_rates")
     # exact rates, recomputed by SQL straight from the stored outcomes
     expect = wh.query_df(
@@ -283,4 +284,34 @@ def test_spec_labels_stores_agreement_and_splits_as_assets(wh):
     assert meta["spec_label_splits"]["rows"].value == len(splits)
     assert "transcribes_bug" in meta["spec_labels"]["categories"].value
     assert meta["spec_label_agreement"]["rows"].value == len(wh.read_table("spec_label_agreement"))
-    assert wh.read_table("spec_labels")["plan_sha256"].eq(load_plan().sha256).all()
+    assert wh.read_table("spec_labels")["plan_sha256"].eq(load_plan(settings.analysis_plan_path()).sha256).all()
+
+
+SENT_CAPS: list[int] = []
+
+
+class CapRecordingJudge(FakeJudge):
+    """FakeJudge that records each request's output cap (module-level: resources are frozen)."""
+
+    def run_batch(self, warehouse, requests, log=None):
+        SENT_CAPS.extend(r.max_tokens for r in requests)
+        return super().run_batch(warehouse, requests, log)
+
+
+def test_the_judge_cap_comes_from_run_config_else_the_environment(wh, monkeypatch):
+    """EVALMISLEAD_JUDGE_MAX_TOKENS reaches judge_specs as a value; the launchpad's judge_max_tokens wins."""
+    from dagster import RunConfig
+
+    store_upstream(wh, modes=("off",), n_problems=2)
+    store_problems_and_specs(wh, 2)
+    res = {**_resources(wh), "judge_llm": CapRecordingJudge()}
+    runs = [({}, None, settings.DEFAULT_JUDGE_MAX_TOKENS), ({"EVALMISLEAD_JUDGE_MAX_TOKENS": "64"}, None, 64),
+            ({"EVALMISLEAD_JUDGE_MAX_TOKENS": "64"}, 32, 32)]
+    for env, configured, expected in runs:
+        monkeypatch.delenv("EVALMISLEAD_JUDGE_MAX_TOKENS", raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        config = RunConfig(ops={"spec_labels": assets.SpecLabelsConfig(judge_max_tokens=configured)})
+        SENT_CAPS.clear()
+        assert materialize(with_stored([assets.spec_labels]), resources=res, run_config=config).success
+        assert SENT_CAPS and set(SENT_CAPS) == {expected}, (env, configured, SENT_CAPS)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from evalmislead_assets import settings
+from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.report.sections import collected_not_scored as collection_report
 from evalmislead_assets.execution.batch import build_generated_tests, build_test_outcomes
 from evalmislead_assets.report.section_list import sections
@@ -115,8 +116,8 @@ def test_caps_come_from_settings(monkeypatch) -> None:
     monkeypatch.setenv("EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE", "300")
     assert settings.max_tests_per_answer() == 40 and settings.max_mutation_runs_per_file() == 300
     monkeypatch.setenv("EVALMISLEAD_MAX_TESTS_PER_ANSWER", "lots")
-    with pytest.raises(settings.ConfigError, match="EVALMISLEAD_MAX_TESTS_PER_ANSWER='lots' is not an integer"):
+    with pytest.raises(ConfigError, match="EVALMISLEAD_MAX_TESTS_PER_ANSWER='lots' is not an integer"):
         settings.max_tests_per_answer()
     monkeypatch.setenv("EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE", "0")
-    with pytest.raises(settings.ConfigError, match="at least 1"):
+    with pytest.raises(ConfigError, match="at least 1"):
         settings.max_mutation_runs_per_file()

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 from dagster import DagsterInstance, materialize
 
+from evalmislead_assets import settings
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.analysis.rates import condition_rates
 from evalmislead_assets.assets import generation
@@ -65,7 +66,7 @@ def test_empty_spec_sends_no_prompt_and_stores_the_reason(seeded_warehouse, monk
     # the analysis counts them as answers with zero tests, apart from server errors
     gens = wh.read_table("test_generations")
     gt = gens[["condition", "thinking", "task_id", "problem_idx"]].assign(n_tests=0, import_ok=False, source=None)
-    rates = condition_rates(pd.DataFrame(), gens, gt, load_plan()).iloc[0]
+    rates = condition_rates(pd.DataFrame(), gens, gt, load_plan(settings.analysis_plan_path())).iloc[0]
     assert (rates["n_answers"], rates["n_empty_spec"], rates["n_errors"], rates["n_zero_tests"]) == (3, 2, 0, 3)
 
 

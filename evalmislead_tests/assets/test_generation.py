@@ -15,6 +15,7 @@ from dagster import (
     materialize,
 )
 
+from evalmislead_assets import settings
 from evalmislead_assets.llm import prompts
 from evalmislead_assets.assets import generation
 from evalmislead_assets.assets.generation import THINKING_CHECK
@@ -91,7 +92,7 @@ def test_generation_stores_answers_with_provenance_and_reruns_from_cache(
     assert rows[["condition", "task_id"]].values.tolist() == [
         ["buggy_code", "Python/0"], ["buggy_code", "Python/30"], ["fixed_code", "Python/0"], ["fixed_code", "Python/30"],
     ]
-    template_sha = prompts.load_template(prompts.TEST_TEMPLATE).sha256
+    template_sha = prompts.load_template(prompts.TEST_TEMPLATE, settings.prompts_dir()).sha256
     props_shas = set(wh.read_table("server_props")["server_props_sha256"])
     for row in rows.to_dict("records"):
         body = json.loads(row["request_json"])
@@ -132,7 +133,7 @@ def test_model_spec_condition_reads_specs_of_its_thinking_mode(seeded_warehouse,
     assert spec_row["thinking"] == "off" and spec_row["spec_text"] == prompts.extract_spec(spec_row["response_text"])
     spec_body = json.loads(spec_row["request_json"])
     assert "return [e for e in l if e < 0]" in spec_body["messages"][0]["content"]
-    assert spec_row["template_sha256"] == prompts.load_template(prompts.SPEC_TEMPLATE).sha256
+    assert spec_row["template_sha256"] == prompts.load_template(prompts.SPEC_TEMPLATE, settings.prompts_dir()).sha256
 
     _run(llama_server, generation.test_generations, partition_key("model_spec", "off"), {"max_tokens": 24})
     row = wh.read_table("test_generations").iloc[0]

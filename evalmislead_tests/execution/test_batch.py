@@ -74,7 +74,7 @@ def test_answers_without_code_get_a_reason_and_run_nothing() -> None:
 
 
 def test_generated_tests_columns_in_order() -> None:
-    df = build_generated_tests(_generations().iloc[:0], PROBLEMS, NothingToRun())  # type: ignore[arg-type]
+    df = build_generated_tests(_generations().iloc[:0], PROBLEMS, NothingToRun(), max_tests=100)  # type: ignore[arg-type]
     assert df.empty and df.columns.tolist() == [
         "task_id", "problem_idx", "source", "extraction", "import_ok", "n_tests", "test_ids", "error",
         "finish_reason", "one_version_ids", "n_tests_over_cap", "max_tests"]

@@ -19,9 +19,8 @@ def test_oracle_times_out_an_endless_loop() -> None:
 
 
 @pytest.mark.slow
-def test_all_164_pairs_validate(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path))
-    df = problems.load_problems()
+def test_all_164_pairs_validate(tmp_path) -> None:
+    df = problems.load_problems(source="local", cache_dir=tmp_path / "hf-cache")
     result = validation.validate(df)
     assert len(result) == 164
     assert result["valid"].all(), result[~result["valid"]][["task_id", "buggy_detail", "fixed_detail"]]

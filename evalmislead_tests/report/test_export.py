@@ -5,11 +5,17 @@ import json
 import pandas as pd
 import pytest
 
+from evalmislead_assets import settings
 from evalmislead_assets.report import export
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.cli import main
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.store.database import Warehouse
+
+def settings_paths() -> dict:
+    """The paths the CLI passes (settings' plan and review CSV; the fixture points the CSV at tmp_path)."""
+    return {"plan_path": settings.analysis_plan_path(), "review_csv": settings.review_csv_path()}
+
 
 SOURCE = "from solution import f\n\ndef test_one():\n    assert f(1) == 0\n"
 
@@ -35,9 +41,9 @@ def db(tmp_path, monkeypatch):
 
 def test_package_contents_and_manifest(db, tmp_path):
     out = tmp_path / "pkg"
-    res = export.export_package(db, out, archive=True)
+    res = export.export_package(db, out, archive=True, **settings_paths())
     m = json.loads((out / "manifest.json").read_text())
-    assert m == res.manifest and m["plan_sha256"] == load_plan().sha256
+    assert m == res.manifest and m["plan_sha256"] == load_plan(settings.analysis_plan_path()).sha256
     paths = {f["path"] for f in m["files"]}
     assert {"plan/analysis_plan.json", "plan/analysis_plan_changes.md", "prompts/spec_judge.md",
             "prompts/reasoning_keywords.txt", "tables/test_outcomes.parquet", "tables/generated_tests.parquet",
@@ -58,7 +64,7 @@ def test_package_contents_and_manifest(db, tmp_path):
 
 def test_jsonl_format(db, tmp_path):
     out = tmp_path / "pkg"
-    export.export_package(db, out, fmt="jsonl", with_cache=True)
+    export.export_package(db, out, fmt="jsonl", with_cache=True, **settings_paths())
     lines = (out / "tables/generated_tests.jsonl").read_text().splitlines()
     assert [json.loads(x)["task_id"] for x in lines] == ["Python/0", "Python/1"]
     assert (out / "tables/llm_cache.jsonl").exists()
@@ -68,9 +74,9 @@ def test_refuses_a_non_empty_folder_and_a_missing_db(db, tmp_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
     with pytest.raises(ConfigError, match="not empty"):
-        export.export_package(db, tmp_path / "full")
+        export.export_package(db, tmp_path / "full", **settings_paths())
     with pytest.raises(ConfigError, match="no DuckDB file"):
-        export.export_package(tmp_path / "none.duckdb", tmp_path / "o")
+        export.export_package(tmp_path / "none.duckdb", tmp_path / "o", **settings_paths())
 
 
 def test_cli(db, tmp_path, capsys):
@@ -91,7 +97,7 @@ def test_every_table_of_the_schema_is_exported(db, tmp_path):
         {**key, "task_id": "Python/0", "problem_idx": 0, "mutant_id": 3, "killed": True, "killing_test": "test_one"},
     ]), where=key)
     out = tmp_path / "pkg"
-    m = export.export_package(db, out).manifest
+    m = export.export_package(db, out, **settings_paths()).manifest
     assert set(m["tables"]) == set(schema.TABLES) - {"llm_cache"}
     assert m["tables"]["mutant_kills"] == 1
     assert pd.read_parquet(out / "tables/mutant_kills.parquet")["killing_test"].tolist() == ["test_one"]

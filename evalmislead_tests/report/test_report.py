@@ -3,6 +3,7 @@
 import pandas as pd
 import pytest
 
+from evalmislead_assets import settings
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.analysis.rates import (
     bootstrap_comparisons, condition_rates, thinking_comparisons, truncation_matched_subset,
@@ -64,7 +65,7 @@ def store(wh: Warehouse, with_task_30=True, modes=("off",)) -> None:
 
 def analyse(wh: Warehouse) -> None:
     """The analysis tables the report reads, from the stored upstream rows."""
-    plan = load_plan()
+    plan = load_plan(settings.analysis_plan_path())
     o, g, t = (wh.read_table(x) for x in ("test_outcomes", "test_generations", "generated_tests"))
     wh.replace_rows("condition_rates", condition_rates(o, g, t, plan))
     wh.replace_rows("bootstrap_comparisons", bootstrap_comparisons(o, g, t, plan)[0])
@@ -80,7 +81,7 @@ def wh(tmp_path):
 
 def test_report_from_stored_rows(wh, tmp_path):
     store(wh)
-    plan = load_plan()
+    plan = load_plan(settings.analysis_plan_path())
     data = load_data(wh)
     written = write(build(data, plan), tmp_path / "report")
     md = written.markdown_path.read_text(encoding="utf-8")
@@ -114,13 +115,13 @@ def test_report_from_stored_rows(wh, tmp_path):
 def test_example_falls_back_to_the_most_misleading_problem(wh):
     store(wh, with_task_30=False)
     assert pick_example_task(wh) == "Python/2"
-    md = build(load_data(wh), load_plan()).markdown(file_ref)
+    md = build(load_data(wh), load_plan(settings.analysis_plan_path())).markdown(file_ref)
     assert "task 30 is not in the run" in md and "Python/2" in md
 
 
 def test_report_with_nothing_stored(wh, tmp_path):
     wh.execute("SELECT 1")  # creates the tables, all empty
-    written = write(build(load_data(wh), load_plan()), tmp_path / "r")
+    written = write(build(load_data(wh), load_plan(settings.analysis_plan_path())), tmp_path / "r")
     md = written.markdown_path.read_text(encoding="utf-8")
     assert "No condition rates stored" in md and "No executed tests are stored yet" in md
     assert written.plot_paths == []
@@ -129,7 +130,7 @@ def test_report_with_nothing_stored(wh, tmp_path):
 def test_report_notes_rows_from_another_plan(wh, tmp_path):
     store(wh)
     wh.execute("UPDATE condition_rates SET plan_sha256 = 'abcdef0123456789'")
-    md = build(load_data(wh), load_plan()).markdown(file_ref)
+    md = build(load_data(wh), load_plan(settings.analysis_plan_path())).markdown(file_ref)
     assert "`condition_rates` was computed under plan `abcdef012345`" in md
 
 
@@ -147,7 +148,7 @@ def test_rates_and_comparisons_over_zero_tests_are_not_estimable(wh):
     store(wh)
     wh.execute("DELETE FROM test_outcomes WHERE condition = 'buggy_code'")  # generations exist, no outcomes
     analyse(wh)
-    md = build(load_data(wh), load_plan()).markdown(file_ref)
+    md = build(load_data(wh), load_plan(settings.analysis_plan_path())).markdown(file_ref)
     line = next(x for x in md.splitlines() if x.startswith("| buggy_code"))
     assert "0 tests: not estimable" in line and "0.0 %" not in line
     comp = next(x for x in md.splitlines() if "buggy_code − fixed_code" in x)
@@ -157,7 +158,7 @@ def test_rates_and_comparisons_over_zero_tests_are_not_estimable(wh):
 
 def test_comparison_tables_show_resamples_with_zero_tests(wh):
     store(wh)
-    md = build(load_data(wh), load_plan()).markdown(file_ref)
+    md = build(load_data(wh), load_plan(settings.analysis_plan_path())).markdown(file_ref)
     header = next(x for x in md.splitlines() if x.startswith("| #"))
     assert "resamples with 0 tests" in header
     comp = wh.read_table("bootstrap_comparisons").iloc[0]
@@ -167,7 +168,7 @@ def test_comparison_tables_show_resamples_with_zero_tests(wh):
 
 def test_thinking_on_comparisons_are_labelled_as_on_the_matched_subset(wh):
     store(wh, modes=("off", "on"))
-    md = build(load_data(wh), load_plan()).markdown(file_ref)
+    md = build(load_data(wh), load_plan(settings.analysis_plan_path())).markdown(file_ref)
     head = next(x for x in md.splitlines() if x.startswith("### Thinking on (") and "subset" in x)
     assert "truncation-matched subset" in head and "2 problems" in head
 
@@ -188,7 +189,7 @@ def test_method_notes_from_stored_rows(wh):
         "thinking": ["off", "off", "on"], "task_id": ["Python/1", "Python/30", "Python/1"], "problem_idx": [1, 30, 1],
         "spec_text": ["Return the negatives.", "  ", None], "error": [None, None, "HTTP 500"]}))
     analyse(wh)
-    md = build(load_data(wh), load_plan()).markdown(file_ref)
+    md = build(load_data(wh), load_plan(settings.analysis_plan_path())).markdown(file_ref)
     notes = md.split("## Method notes", 1)[1].split("\n## ", 1)[0]
     assert "Only `passed` is a pass" in notes
     for status in ("`failed`", "`error`", "`timeout`", "`crashed`", "skip", "xfail"):
@@ -213,7 +214,7 @@ def test_method_notes_name_every_extraction_repair_kind_with_its_file_count(wh):
                "WHERE condition = 'fixed_code' AND task_id = 'Python/30'")
     wh.execute("UPDATE generated_tests SET extraction = 'no_fence:trimmed;no_test_functions' "
                "WHERE condition = 'fixed_code' AND task_id = 'Python/1'")
-    md = build(load_data(wh), load_plan()).markdown(file_ref)
+    md = build(load_data(wh), load_plan(settings.analysis_plan_path())).markdown(file_ref)
     notes = md.split("## Method notes", 1)[1].split("\n## ", 1)[0]
     assert "4 of 4 stored test files went through at least one before they ran" in notes
     assert "`import:added`: 2 test files" in notes

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from dagster import AssetKey
 
+from evalmislead_assets import settings
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.report import section_list
 from evalmislead_assets.report.build import build, file_ref, load_data
@@ -22,7 +23,7 @@ def wh(tmp_path):
 
 
 def _markdown(source: object) -> str:
-    text = build(load_data(source), load_plan()).markdown(file_ref)
+    text = build(load_data(source), load_plan(settings.analysis_plan_path())).markdown(file_ref)
     return "\n".join(line for line in text.splitlines() if not line.startswith("Generated "))  # the clock
 
 

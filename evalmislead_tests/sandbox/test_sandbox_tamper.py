@@ -3,6 +3,8 @@ test file; a flagged file's tests are `tampered` without running, on both versio
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from evalmislead_assets.sandbox import tamper_scan as sandbox_tamper
@@ -89,6 +91,6 @@ def test_the_report_counts_tampered_tests_and_files_per_condition() -> None:
         {"condition": "buggy_code", "thinking": "off", "tests": 3, "tampered": 1, "files_tampered": 0},
         {"condition": "fixed_code", "thinking": "off", "tests": 1, "tampered": 0, "files_tampered": 1}]
     lines = report_tampering.render({"test_outcomes": outcomes, "generated_tests": generated})
-    assert "| buggy_code | off | 3 | 1 | 0 |" in lines
+    assert "| buggy_code | off | 3 | 1 | 0 |" in re.sub(" {2,}", " ", "\n".join(lines))  # md_table pads columns
     assert report_tampering.TITLE in [s.title for s in report_sections.sections()]
     assert "Not computed" in report_tampering.render({})[-1]

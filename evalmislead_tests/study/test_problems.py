@@ -6,9 +6,8 @@ from evalmislead_assets.study import problems
 from evalmislead_assets.study.problems import DatasetError
 
 
-def test_ships_164_problems_with_the_fields(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path))
-    df = problems.load_problems()
+def test_ships_164_problems_with_the_fields(tmp_path) -> None:
+    df = problems.load_problems(source="local", cache_dir=tmp_path / "hf-cache")
     assert len(df) == 164
     for col in ["task_id", "problem_idx", "entry_point", "declaration", "signature", "docstring", "prompt",
                 "canonical_solution", "buggy_solution", "bug_type", "failure_symptoms", "test"]:
@@ -26,13 +25,17 @@ def test_corrupted_file_gives_one_line_error_naming_it(tmp_path) -> None:
     with open(bad, "a") as fh:
         fh.write("{not json\n")
     with pytest.raises(DatasetError) as err:
-        problems.load_problems(bad)
+        problems.load_problems(bad, source="local", cache_dir=tmp_path / "hf-cache")
     assert str(bad) in str(err.value) and "\n" not in str(err.value)
 
 
-def test_malformed_rows_are_reported_when_hash_check_is_off(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path))
+def test_malformed_rows_are_reported_when_hash_check_is_off(tmp_path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"task_id": "Python/0"}\n{broken\n')
     with pytest.raises(DatasetError, match=str(bad)):
-        problems.load_problems(bad, expected_sha256=None)
+        problems.load_problems(bad, expected_sha256=None, source="local", cache_dir=tmp_path / "hf-cache")
+
+
+def test_an_unknown_source_is_refused_not_read_as_local(tmp_path) -> None:
+    with pytest.raises(ValueError, match="'web'"):
+        problems.load_problems(source="web", cache_dir=tmp_path)

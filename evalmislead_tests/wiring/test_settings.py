@@ -1,7 +1,7 @@
 import pytest
 
 from evalmislead_assets import settings
-from evalmislead_assets.settings import ConfigError
+from evalmislead_assets.errors import ConfigError
 
 
 def test_problem_list_parses_numbers_ranges_and_task_ids() -> None:

@@ -10,7 +10,7 @@ import io
 import pandas as pd
 
 from evalmislead_assets.analysis import coverage as coverage_analysis
-from evalmislead_assets.report.formatting import pct
+from evalmislead_assets.report.formatting import md_table, pct
 
 TITLE = "Coverage"
 TABLES = (coverage_analysis.TABLE, "test_outcomes")
@@ -63,22 +63,22 @@ def render(frames: dict[str, pd.DataFrame]) -> list[str]:
     per = coverage_analysis.coverage_by_condition(cov, outcomes)
     bands = coverage_analysis.misleading_by_band(cov, outcomes)
     L = [intro + " Coverage is the mean over test files; the cells count tests (`test_outcomes`).", ""]
-    L += ["| condition | thinking | files | line (fixed) | line (buggy) | branch (fixed) | branch (buggy) "
-          "| tests | misleading | effective | both pass | both fail |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in per.itertuples(index=False):
-        L.append(f"| {r.condition} | {r.thinking} | {r.files} | {pct(r.line_fixed)} | {pct(r.line_buggy)} | "
-                 f"{pct(r.branch_fixed)} | {pct(r.branch_buggy)} | {r.tests} | {r.misleading} | {r.effective} | "
-                 f"{r.both_pass} | {r.both_fail} |")
+    L.append(md_table(pd.DataFrame([{
+        "condition": f"{r.condition}", "thinking": f"{r.thinking}", "files": f"{r.files}",
+        "line (fixed)": pct(r.line_fixed), "line (buggy)": pct(r.line_buggy),
+        "branch (fixed)": pct(r.branch_fixed), "branch (buggy)": pct(r.branch_buggy), "tests": f"{r.tests}",
+        "misleading": f"{r.misleading}", "effective": f"{r.effective}", "both pass": f"{r.both_pass}",
+        "both fail": f"{r.both_fail}"} for r in per.itertuples(index=False)])))
     L += ["", "Branch coverage averages only the files whose function has a branch (NULL otherwise).", "",
           "```sql", COVERAGE_SQL, "```", "", "**Misleading rate by coverage band** (band of the file's line "
           "coverage on the fixed version: under 50 %, 50 % up to but not including 100 %, 100 %).", ""]
     if bands.empty:
         L.append("Not estimable: no `test_outcomes` rows match the covered files.")
     else:
-        L += ["| condition | thinking | band | tests | misleading | misleading rate |", "|---|---|---|---|---|---|"]
-        for r in bands.itertuples(index=False):
-            rate = "not estimable" if r.tests == 0 else pct(r.rate)
-            L.append(f"| {r.condition} | {r.thinking} | {r.band} | {r.tests} | {r.misleading} | {rate} |")
+        L.append(md_table(pd.DataFrame([{
+            "condition": f"{r.condition}", "thinking": f"{r.thinking}", "band": f"{r.band}", "tests": f"{r.tests}",
+            "misleading": f"{r.misleading}", "misleading rate": "not estimable" if r.tests == 0 else pct(r.rate)}
+            for r in bands.itertuples(index=False)])))
     L += ["", "A band with no tests is not estimable (the query below returns no row for it).", "",
           "```sql", BAND_SQL, "```"]
     png = plot(per, bands)

@@ -25,9 +25,9 @@ from typing import Any
 import pandas as pd
 
 from evalmislead_assets.report.formatting import md_table, missing, points, pct
-from evalmislead_assets.settings import PACKAGE_DIR
+from evalmislead_assets.study.problems import PACKAGE_DATA_DIR
 
-DATA_FILE = PACKAGE_DIR / "data" / "published_results.json"
+DATA_FILE = PACKAGE_DATA_DIR / "published_results.json"
 TABLES = ("condition_rates", "bootstrap_comparisons", "thinking_comparisons")
 UP, DOWN, TIE, NOT_ESTIMABLE = "+", "−", "no direction", "not estimable"
 INCONCLUSIVE = "inconclusive"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from evalmislead_assets.report.formatting import md_table
+
 TITLE = "Tests that reached into the runner"
 TABLES = ("test_outcomes", "generated_tests")
 
@@ -52,8 +54,6 @@ def render(frames: dict[str, pd.DataFrame]) -> list[str]:
     if (outcomes is None or outcomes.empty) and (generated is None or generated.empty):
         return [intro, "", "Not computed: `test_outcomes` and `generated_tests` have no rows."]
     table = counts(outcomes, generated)
-    lines = [intro, "", "| condition | thinking | tests | tampered | files caught at import |", "|---|---|---:|---:|---:|"]
-    for r in table.itertuples(index=False):
-        lines.append(f"| {r.condition} | {r.thinking} | {r.tests} | {r.tampered} | {r.files_tampered} |")
+    lines = [intro, "", md_table(table.rename(columns={"files_tampered": "files caught at import"}))]
     lines += ["", "SQL:", "", "```sql", SQL, "```", "", "```sql", FILES_SQL, "```"]
     return lines
