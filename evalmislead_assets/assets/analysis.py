@@ -9,7 +9,6 @@ reasoning_mention_matches, reasoning_mention_summary) are assets of their own, c
 same step and stored by the IO manager like every other table.
 """
 
-import hashlib
 import time
 from pathlib import Path
 from typing import Optional
@@ -35,36 +34,11 @@ from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.prompts import load_template
 from evalmislead_assets.assets.model_scope import model_path
+from evalmislead_assets.assets.analysis_inputs import UPSTREAM, plan_code_version
 from evalmislead_assets.assets.table_outs import table_outs
 from evalmislead_assets.resources import LLMResource, WarehouseResource
 
 GROUP = "analysis"
-# The three upstream tables every analysis reads, all partitions (the assets are unpartitioned),
-# projected to the columns the analysis needs.
-OUTCOME_COLUMNS = ["condition", "thinking", "task_id", "problem_idx", "test_id", "outcome"]
-UPSTREAM = {
-    "test_outcomes": AssetIn(metadata={"columns": OUTCOME_COLUMNS}),
-    "test_generations": AssetIn(metadata={
-        "columns": ["condition", "thinking", "task_id", "problem_idx", "finish_reason", "error"]}),
-    "generated_tests": AssetIn(metadata={"columns": [
-        "condition", "thinking", "task_id", "problem_idx", "n_tests", "import_ok", "error",
-        "source IS NOT NULL AS has_code"]}),
-}
-CODE_VERSION = "analysis-2"  # issue 10: zero-test rules, matched thinking-on comparisons, new columns
-
-
-def plan_code_version(*files: str) -> str:
-    """Code version + plan hash (+ hashes of the prompt files an asset reads): a change marks it stale."""
-    try:
-        plan = load_plan(settings.analysis_plan_path())
-        parts = [f"plan-{plan.sha256[:12]}"]
-        for name in files:
-            parts.append(f"{name.split('.')[0]}-{hashlib.sha256((plan.path.parent / name).read_bytes()).hexdigest()[:12]}")
-    except Exception:  # an unreadable plan or prompt fails the run itself, with its own error
-        parts = ["plan-unreadable"]
-    return "+".join([CODE_VERSION, *parts])
-
-
 _VERSION = plan_code_version()
 
 

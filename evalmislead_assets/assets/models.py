@@ -13,7 +13,7 @@ from dagster import AssetExecutionContext, AssetIn, AssetsDefinition, Materializ
 from evalmislead_assets import settings
 from evalmislead_assets.analysis import cross_model
 from evalmislead_assets.analysis.plan import load_plan
-from evalmislead_assets.assets.analysis import OUTCOME_COLUMNS, UPSTREAM, plan_code_version
+from evalmislead_assets.assets.analysis_inputs import OUTCOME_COLUMNS, UPSTREAM, plan_code_version
 from evalmislead_assets.jobs import model_keys
 from evalmislead_assets.report.build import to_html
 from evalmislead_assets.report.formatting import md_table

@@ -19,6 +19,25 @@ def test_import_contracts_are_kept():
     assert "0 broken" in done.stdout, done.stdout
 
 
+def test_a_domain_module_reading_settings_or_a_group_importing_another_breaks_a_contract(tmp_path):
+    """The contracts can fail: a copy of the package with two planted imports is refused, naming both."""
+    import shutil
+
+    shutil.copytree(ROOT / "evalmislead_assets", tmp_path / "evalmislead_assets",
+                    ignore=shutil.ignore_patterns("__pycache__", "data"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    for module, line in (("analysis/plan.py", "from evalmislead_assets import settings"),
+                         ("assets/models.py", "from evalmislead_assets.assets import analysis")):
+        with open(tmp_path / "evalmislead_assets" / module, "a", encoding="utf-8") as fh:
+            fh.write(f"\n{line}  # planted\n")
+    lint = Path(sys.executable).parent / "lint-imports"
+    cmd = [str(lint)] if lint.exists() else [sys.executable, "-m", "importlinter.cli"]
+    done = subprocess.run(cmd + ["--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert done.returncode != 0 and "2 broken" in done.stdout, done.stdout
+    assert "evalmislead_assets.analysis.plan -> evalmislead_assets.settings" in done.stdout, done.stdout
+    assert "evalmislead_assets.assets.models -> evalmislead_assets.assets.analysis" in done.stdout, done.stdout
+
 
 def test_no_import_cycle_between_modules():
     """Not even a function-local or type-only one: grimp's graph has no module that reaches itself."""

@@ -1,0 +1,37 @@
+"""What the analysis assets and the cross-model assets (models.py) both read: the three upstream tables,
+projected to the columns an analysis needs, and the code version that ties each asset to the plan.
+
+Shared inputs (like problem_inputs.py), so that no group's module imports another group's assets module.
+"""
+
+import hashlib
+
+from dagster import AssetIn
+
+from evalmislead_assets import settings
+from evalmislead_assets.analysis.plan import load_plan
+
+# The three upstream tables every analysis reads, all partitions (the assets are unpartitioned),
+# projected to the columns the analysis needs.
+OUTCOME_COLUMNS = ["condition", "thinking", "task_id", "problem_idx", "test_id", "outcome"]
+UPSTREAM = {
+    "test_outcomes": AssetIn(metadata={"columns": OUTCOME_COLUMNS}),
+    "test_generations": AssetIn(metadata={
+        "columns": ["condition", "thinking", "task_id", "problem_idx", "finish_reason", "error"]}),
+    "generated_tests": AssetIn(metadata={"columns": [
+        "condition", "thinking", "task_id", "problem_idx", "n_tests", "import_ok", "error",
+        "source IS NOT NULL AS has_code"]}),
+}
+CODE_VERSION = "analysis-2"  # issue 10: zero-test rules, matched thinking-on comparisons, new columns
+
+
+def plan_code_version(*files: str) -> str:
+    """Code version + plan hash (+ hashes of the prompt files an asset reads): a change marks it stale."""
+    try:
+        plan = load_plan(settings.analysis_plan_path())
+        parts = [f"plan-{plan.sha256[:12]}"]
+        for name in files:
+            parts.append(f"{name.split('.')[0]}-{hashlib.sha256((plan.path.parent / name).read_bytes()).hexdigest()[:12]}")
+    except Exception:  # an unreadable plan or prompt fails the run itself, with its own error
+        parts = ["plan-unreadable"]
+    return "+".join([CODE_VERSION, *parts])
