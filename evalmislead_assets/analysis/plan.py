@@ -22,6 +22,7 @@ import pandas as pd
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.execution.cells import OUTCOMES
+from evalmislead_assets.store.values import is_missing
 
 CELLS = list(OUTCOMES)
 METRICS = {"misleading_rate": "misleading", "effective_rate": "effective"}
@@ -222,17 +223,10 @@ def sha_col(df: pd.DataFrame, plan: Plan) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- what an answer without tests was
 
-# assets/generation.py stores this error (empty_spec_error) for a model_spec answer whose spec was empty
-EMPTY_SPEC_PREFIX = "empty model spec"
-
-
-def is_empty_spec_error(error: object) -> bool:
-    return isinstance(error, str) and error.startswith(EMPTY_SPEC_PREFIX)
-
 
 def is_false(value: object) -> bool:
     """False (Python, numpy or 0), but not NULL/NaN."""
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+    if is_missing(value):
         return False
     return not bool(value)
 
@@ -248,7 +242,7 @@ def has_code(generated: pd.DataFrame) -> pd.Series:
     error or an empty-spec row); a frame with neither counts every row as having code.
     """
     if "has_code" in generated.columns:
-        return generated["has_code"].map(lambda v: not is_false(v) and v is not None and v is not pd.NA).astype(bool)
+        return generated["has_code"].map(lambda v: not is_false(v) and not is_missing(v)).astype(bool)
     if "source" in generated.columns:
         return generated["source"].map(lambda s: isinstance(s, str) and s.strip() != "").astype(bool)
     return pd.Series(True, index=generated.index)

@@ -27,6 +27,7 @@ from evalmislead_assets.analysis.plan import (
     CELLS, KEY, METRICS, SUBSET_CONDITIONS, Plan, answered, cells_present, per_problem, problem_counts, universe,
 )
 from evalmislead_assets.execution.collection import is_one_version_error
+from evalmislead_assets.study.conditions import is_empty_spec_error
 
 NAN = float("nan")
 
@@ -65,7 +66,7 @@ def condition_rates(
         t = gt[(gt["condition"] == condition) & (gt["thinking"] == thinking)]
         no_tests = set(pp.loc[pp["n_tests"] == 0, "task_id"])
         truncated = g[g["finish_reason"].astype(object).eq("length")]
-        empty_spec = g["error"].map(analysis_plan.is_empty_spec_error).astype(bool)
+        empty_spec = g["error"].map(is_empty_spec_error).astype(bool)
         errors = g["error"].map(analysis_plan.is_error).astype(bool) & ~empty_spec
         failed = t["import_ok"].map(analysis_plan.is_false).astype(bool)  # NULL is not False
         file_failed = failed & analysis_plan.has_code(t)

@@ -17,6 +17,7 @@ from evalmislead_assets.analysis.plan import (
 )
 from evalmislead_assets.analysis.reasoning_mentions import Keywords, find_mentions, reasoning_of
 from evalmislead_assets.study.conditions import THINKING_MODES
+from evalmislead_assets.store.values import is_missing
 
 
 # ---------------------------------------------------------------- spec label splits
@@ -29,8 +30,7 @@ def _label_a(labels: pd.DataFrame) -> pd.Series:
     else:
         vals = labels["category"].astype(object).map(
             lambda c: True if c == "transcribes_bug" else (False if c in ("restores_correct", "neither") else None))
-    return vals.map(lambda v: None if v is None or v is pd.NA or (isinstance(v, float) and v != v)
-                    else ("yes" if bool(v) else "no"))
+    return vals.map(lambda v: None if is_missing(v) else ("yes" if bool(v) else "no"))
 
 
 def spec_label_splits(

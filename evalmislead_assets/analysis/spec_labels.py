@@ -31,6 +31,7 @@ from evalmislead_assets.analysis import bootstrap
 from evalmislead_assets.llm.prompts import Template
 from evalmislead_assets.llm.reasoning import strip_think
 from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.store.values import is_missing
 
 JUDGE_TEMPLATE = "spec_judge"
 LABELS = ("transcribes_bug", "states_correct")
@@ -280,7 +281,7 @@ def category(transcribes_bug: bool | None, states_correct: bool | None) -> str |
 
 
 def _opt(v: Any) -> bool | None:
-    return None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else bool(v)
+    return None if is_missing(v) else bool(v)
 
 
 def combine(judged: pd.DataFrame, human: pd.DataFrame | None) -> tuple[pd.DataFrame, list[str]]:

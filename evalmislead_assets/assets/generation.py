@@ -25,6 +25,7 @@ from evalmislead_assets import settings
 from evalmislead_assets.llm import prompts
 from evalmislead_assets.assets.model_scope import model_of
 from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS, study_problems
+from evalmislead_assets.study.conditions import empty_spec_error
 from evalmislead_assets.study.models import ModelSpec
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
@@ -208,16 +209,6 @@ def _specs_for(specs: pd.DataFrame, thinking: str, task_ids: list[str]) -> dict[
             f"(partition {thinking}) for these problems first"
         )
     return by_task
-
-
-EMPTY_SPEC = "empty model spec"  # analysis counts test_generations rows whose error starts with this
-
-
-def empty_spec_error(spec_text: object, spec_error: object) -> Optional[str]:
-    """Why a problem gets no model_spec prompt: its spec is empty (cut at the cap, blank, or failed); else None."""
-    if isinstance(spec_text, str) and spec_text.strip():
-        return None
-    return EMPTY_SPEC + (f" (spec error: {spec_error})" if isinstance(spec_error, str) and spec_error.strip() else "")
 
 
 def _without_empty_specs(

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from evalmislead_assets.report.sections import method_notes as report_method
@@ -26,6 +25,7 @@ from evalmislead_assets.analysis.plan import Plan
 from evalmislead_assets.report.inputs import ReportSource
 from evalmislead_assets.report.inputs import read as read_inputs
 from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.store.values import is_missing
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.report.formatting import level_label, md_table
 from evalmislead_assets.report.plots import rates_plot, truncation_plot
@@ -106,7 +106,7 @@ def pick_example_task(warehouse) -> str | None:  # noqa: ANN001
         return str(best["task_id"].iloc[0])
     any_task = warehouse.query_df("SELECT min(task_id) AS t FROM test_outcomes")
     t = any_task["t"].iloc[0]
-    return None if t is None or (isinstance(t, float) and np.isnan(t)) else str(t)
+    return None if is_missing(t) else str(t)
 
 
 # ---------------------------------------------------------------- the report

@@ -27,3 +27,20 @@ CONDITIONS: dict[str, Condition] = {
 }
 CONDITION_NAMES: list[str] = list(CONDITIONS)
 THINKING_MODES: list[str] = ["off", "on"]
+
+
+# ---------------------------------------------------------------- a model_spec problem with no spec to show
+
+EMPTY_SPEC = "empty model spec"  # the test_generations error of a problem not sent for want of a spec
+
+
+def empty_spec_error(spec_text: object, spec_error: object) -> str | None:
+    """Why a problem gets no model_spec prompt: its spec is empty (cut at the cap, blank, or failed); else None."""
+    if isinstance(spec_text, str) and spec_text.strip():
+        return None
+    return EMPTY_SPEC + (f" (spec error: {spec_error})" if isinstance(spec_error, str) and spec_error.strip() else "")
+
+
+def is_empty_spec_error(error: object) -> bool:
+    """A stored error written by empty_spec_error: a zero-test answer the analysis counts apart."""
+    return isinstance(error, str) and error.startswith(EMPTY_SPEC)

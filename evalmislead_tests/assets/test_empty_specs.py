@@ -11,6 +11,7 @@ from evalmislead_assets.assets import generation
 from evalmislead_assets.llm.types import BatchStats, ChatResult
 from evalmislead_assets.partitions import partition_key
 from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.study.conditions import empty_spec_error
 from evalmislead_tests.stored import with_stored
 
 SENT: list = []
@@ -80,6 +81,6 @@ def test_every_spec_empty_stores_rows_without_any_request(seeded_warehouse, monk
 
 
 def test_empty_spec_rule():
-    assert generation.empty_spec_error("", None) == "empty model spec"
-    assert generation.empty_spec_error(None, "cut") == "empty model spec (spec error: cut)"
-    assert generation.empty_spec_error("Return it.", None) is None
+    assert empty_spec_error("", None) == "empty model spec"
+    assert empty_spec_error(None, "cut") == "empty model spec (spec error: cut)"
+    assert empty_spec_error("Return it.", None) is None

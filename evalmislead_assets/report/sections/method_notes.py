@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalmislead_assets.analysis.plan import EMPTY_SPEC_PREFIX
 from evalmislead_assets.execution.cells import STATUSES
+from evalmislead_assets.study.conditions import EMPTY_SPEC
 
 REMOVED_DEF = "removed_local_def:"
 IMPORT_REWRITTEN = "import:NAME->solution"
@@ -50,8 +50,8 @@ QUERIES = {
     "answers": f"""
         SELECT count(*) AS answers,
                count(*) FILTER (WHERE error IS NOT NULL AND trim(error) <> ''
-                                AND NOT starts_with(error, '{EMPTY_SPEC_PREFIX}')) AS server_errors,
-               count(*) FILTER (WHERE starts_with(error, '{EMPTY_SPEC_PREFIX}')) AS empty_spec
+                                AND NOT starts_with(error, '{EMPTY_SPEC}')) AS server_errors,
+               count(*) FILTER (WHERE starts_with(error, '{EMPTY_SPEC}')) AS empty_spec
         FROM test_generations
     """,
     "specs": """
