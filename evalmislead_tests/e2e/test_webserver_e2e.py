@@ -82,3 +82,28 @@ def test_graphql_backfill_of_thinking_on_leaves_thinking_off_untouched(study: St
         assert set(asset_partition_keys(asset, "on")) <= _latest_partitions(home, asset), asset
     on_rows = _mode_rows(study.db, "on")
     assert len(on_rows["test_generations"]) == 6 and len(on_rows["llm_calls"]) >= 7
+
+
+LAUNCHPAD_CONFIG = """
+query($keys: [AssetKeyInput!]) {
+  assetNodes(assetKeys: $keys) {
+    assetKey { path }
+    configField { configType { ... on CompositeConfigType { fields { name description isRequired } } } }
+  }
+}"""
+
+
+def test_the_launchpad_shows_each_per_asset_setting_with_the_variable_it_overrides(study: Study) -> None:
+    """What the real webserver's launchpad renders for an asset's config: the settings that reach the domain
+    as values are optional fields whose description names the EVALMISLEAD_* variable an empty field takes."""
+    from evalmislead_assets.cli.webserver_client import WebserverClient
+    from evalmislead_tests.wiring.test_launchpad_settings import LAUNCHPAD_SETTINGS
+
+    with WebserverClient(study.services.url) as client:
+        nodes = client.query(LAUNCHPAD_CONFIG, {"keys": [{"path": [a]} for a in LAUNCHPAD_SETTINGS]})["assetNodes"]
+    fields = {"/".join(n["assetKey"]["path"]): {f["name"]: f for f in n["configField"]["configType"]["fields"]}
+              for n in nodes}
+    assert set(fields) == set(LAUNCHPAD_SETTINGS)
+    for asset, (name, variable) in LAUNCHPAD_SETTINGS.items():
+        field = fields[asset][name]
+        assert not field["isRequired"] and variable in (field["description"] or ""), (asset, field)
