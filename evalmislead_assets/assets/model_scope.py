@@ -53,9 +53,6 @@ def model_sql(context: AssetExecutionContext | AssetCheckExecutionContext) -> tu
 
 
 def model_path(context: AssetExecutionContext, path: Path) -> Path:
-    """A file or folder of this model: ``path`` itself in a one-model study, else beside it under the
-    model's key (report/ -> report/qwen2_5_coder_1_5b/, review/x.csv -> review/qwen2_5_coder_1_5b/x.csv)."""
-    if not study_models.study().prefixed:
-        return path
-    key = model_of(context).key
-    return path / key if not path.suffix else path.parent / key / path.name
+    """A file or folder of this asset's model (``Study.model_path``: ``path`` itself with one model)."""
+    current = study_models.study()
+    return current.model_path(path, model_of(context)) if current.prefixed else path

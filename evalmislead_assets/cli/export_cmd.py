@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 from pathlib import Path
 
-from evalmislead_assets import settings
+from evalmislead_assets import settings, study_models
 
 HELP = "Export the reproduction package: plan + change log, prompts, generated tests, per-test results, labels, manifest."
 
@@ -26,9 +26,14 @@ def run(args: argparse.Namespace) -> int:
     db = Path(args.db).expanduser() if args.db else settings.db_path()
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.out).expanduser() if args.out else settings.export_dir() / f"evalmislead-{stamp}"
-    result = export.export_package(db, out, plan_path=settings.analysis_plan_path(),
-                                   review_csv=settings.review_csv_path(), fmt=args.format,
-                                   with_cache=args.with_cache, archive=args.zip, report_folder=settings.report_dir())
+    review = settings.review_csv_path()
+    study = study_models.study()
+    # spec_labels writes one review CSV per model of the study (assets/analysis.review_csv)
+    files = [study.model_path(review, m) for m in study.models]
+    reviews = {f.relative_to(review.parent).as_posix(): f for f in files}
+    result = export.export_package(db, out, plan_path=settings.analysis_plan_path(), review_csvs=reviews,
+                                   fmt=args.format, with_cache=args.with_cache, archive=args.zip,
+                                   report_folder=settings.report_dir())
     m = result.manifest
     tables = ", ".join(f"{k} {v}" for k, v in m["tables"].items())
     print(f"evalmislead: exported {len(m['files'])} files ({tables}; {m['generated_test_modules']} test modules) "

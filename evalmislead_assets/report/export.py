@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -45,13 +46,14 @@ def _safe(name: str) -> str:
 
 
 def export_package(
-    db: Path, out: Path, *, plan_path: Path, review_csv: Path | None = None, fmt: str = "parquet",
+    db: Path, out: Path, *, plan_path: Path, review_csvs: Mapping[str, Path] | None = None, fmt: str = "parquet",
     with_cache: bool = False, archive: bool = False, report_folder: Path | None = None,
 ) -> ExportResult:
     """Write the package into ``out`` (created; must be empty or absent).
 
-    ``plan_path``: the analysis plan (copied with the prompts beside it); ``review_csv``: the spec-label
-    review file, copied when it exists (the wiring passes settings' paths).
+    ``plan_path``: the analysis plan (copied with the prompts beside it); ``review_csvs``: the spec-label
+    review files, package path under review/ -> file (one per model of the study), each copied when it
+    exists (the CLI passes the settings' paths).
     """
     from evalmislead_assets.store.database import Warehouse
 
@@ -96,10 +98,10 @@ def export_package(
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(source, encoding="utf-8")
                 n_modules += 1
-    review = Path(review_csv) if review_csv else None
-    if review is not None and review.is_file():
-        (out / "review").mkdir()
-        shutil.copy2(review, out / "review" / review.name)
+    for name, review in sorted((review_csvs or {}).items()):
+        if Path(review).is_file():
+            (out / "review" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(review, out / "review" / name)
     if report_folder and Path(report_folder).is_dir() and any(Path(report_folder).iterdir()):
         shutil.copytree(report_folder, out / "report")
 

@@ -84,6 +84,13 @@ class Study:
     def names(self) -> list[str]:
         return [m.name for m in self.models]
 
+    def model_path(self, path: Path, model: ModelSpec) -> Path:
+        """``model``'s file or folder: ``path`` itself in a one-model study, else beside it under the
+        model's key (report/ -> report/qwen2_5_coder_1_5b/, review/x.csv -> review/qwen2_5_coder_1_5b/x.csv)."""
+        if not self.prefixed:
+            return path
+        return path / model.key if not path.suffix else path.parent / model.key / path.name
+
     def model(self, name: str) -> ModelSpec:
         for m in self.models:
             if m.name == name:

@@ -14,7 +14,8 @@ from evalmislead_assets.store.database import Warehouse
 
 def settings_paths() -> dict:
     """The paths the CLI passes (settings' plan and review CSV; the fixture points the CSV at tmp_path)."""
-    return {"plan_path": settings.analysis_plan_path(), "review_csv": settings.review_csv_path()}
+    review = settings.review_csv_path()
+    return {"plan_path": settings.analysis_plan_path(), "review_csvs": {review.name: review}}
 
 
 SOURCE = "from solution import f\n\ndef test_one():\n    assert f(1) == 0\n"
@@ -85,6 +86,35 @@ def test_cli(db, tmp_path, capsys):
     assert (tmp_path / "cli_pkg" / "manifest.json").is_file()
     assert main(["export", "--db", str(tmp_path / "missing.duckdb"), "--out", str(tmp_path / "x")]) == 2
     assert "no DuckDB file" in capsys.readouterr().err
+
+
+def test_cli_packs_every_models_review_csv_in_a_study_of_several(db, tmp_path, monkeypatch, capsys):
+    """spec_labels writes review/<model key>/<name> per model; the package holds each, under the same path."""
+    from evalmislead_assets import study_models
+
+    study_file = tmp_path / "study.toml"
+    study_file.write_text('[[models]]\nname = "alpha"\nurls = ["http://127.0.0.1:1"]\n\n'
+                          '[[models]]\nname = "beta"\nurls = ["http://127.0.0.1:2"]\n')
+    monkeypatch.setenv("EVALMISLEAD_STUDY", str(study_file))
+    for name in ("EVALMISLEAD_MODELS", "EVALMISLEAD_LLM_URL", "EVALMISLEAD_EMBEDDED_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    study_models.reset()
+    try:
+        study = study_models.study()
+        review = settings.review_csv_path()
+        for m, answer in zip(study.models, ("yes", "no")):
+            path = study.model_path(review, m)
+            path.parent.mkdir(parents=True)
+            path.write_text(f"thinking,task_id,human_transcribes_bug\noff,Python/0,{answer}\n", encoding="utf-8")
+        assert main(["export", "--db", str(db), "--out", str(tmp_path / "two")]) == 0
+    finally:
+        study_models.reset()
+    capsys.readouterr()
+    files = json.loads((tmp_path / "two" / "manifest.json").read_text())["files"]
+    packed = sorted(f["path"] for f in files if f["path"].startswith("review/"))
+    assert packed == [f"review/{m.key}/{review.name}" for m in study.models]
+    assert "off,Python/0,no" in (tmp_path / "two" / packed[1]).read_text()
+    assert export.verify(tmp_path / "two") == []
 
 
 def test_every_table_of_the_schema_is_exported(db, tmp_path):
