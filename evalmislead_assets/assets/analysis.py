@@ -162,7 +162,7 @@ class SpecLabelsConfig(Config):
 
 @multi_asset(
     group_name=GROUP,
-    outs=table_outs("spec_labels", SPEC_LABEL_TABLES, plan_code_version("spec_judge.md"),
+    outs=table_outs("spec_labels", SPEC_LABEL_TABLES, plan_code_version(template=f"{JUDGE_TEMPLATE}.md"),
                     "Two labels per model-written spec by a judge model (prompts/spec_judge.md), human review CSV "
                     "exported/imported (human labels win); agreement and the misleading rate split by label are "
                     "its side tables spec_label_agreement and spec_label_splits."),
@@ -217,7 +217,8 @@ def spec_labels(
 
 @multi_asset(
     group_name=GROUP,
-    outs=table_outs("reasoning_mentions", REASONING_MENTION_TABLES, plan_code_version("reasoning_keywords.txt"),
+    outs=table_outs("reasoning_mentions", REASONING_MENTION_TABLES,
+                    plan_code_version(plan_file="reasoning_keywords.txt"),
                     "Thinking-on buggy_code answers whose reasoning mentions the bug (prompts/reasoning_keywords.txt); "
                     "every keyword match and the misleading rate by mention are its side tables "
                     "reasoning_mention_matches and reasoning_mention_summary."),

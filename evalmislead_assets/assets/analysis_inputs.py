@@ -25,13 +25,16 @@ UPSTREAM = {
 CODE_VERSION = "analysis-2"  # issue 10: zero-test rules, matched thinking-on comparisons, new columns
 
 
-def plan_code_version(*files: str) -> str:
-    """Code version + plan hash (+ hashes of the prompt files an asset reads): a change marks it stale."""
+def plan_code_version(template: str | None = None, plan_file: str | None = None) -> str:
+    """Code version + plan hash (+ the hash of the file an asset reads besides the plan): a change marks it
+    stale. ``template``: a prompt template, read from the prompts folder (EVALMISLEAD_PROMPTS_DIR) as the
+    asset reads it; ``plan_file``: a file beside the plan (the reasoning keywords)."""
     try:
         plan = load_plan(settings.analysis_plan_path())
         parts = [f"plan-{plan.sha256[:12]}"]
-        for name in files:
-            parts.append(f"{name.split('.')[0]}-{hashlib.sha256((plan.path.parent / name).read_bytes()).hexdigest()[:12]}")
+        for folder, name in ((settings.prompts_dir(), template), (plan.path.parent, plan_file)):
+            if name:
+                parts.append(f"{name.split('.')[0]}-{hashlib.sha256((folder / name).read_bytes()).hexdigest()[:12]}")
     except Exception:  # an unreadable plan or prompt fails the run itself, with its own error
         parts = ["plan-unreadable"]
     return "+".join([CODE_VERSION, *parts])

@@ -315,3 +315,23 @@ def test_the_judge_cap_comes_from_run_config_else_the_environment(wh, monkeypatc
         SENT_CAPS.clear()
         assert materialize(with_stored([assets.spec_labels]), resources=res, run_config=config).success
         assert SENT_CAPS and set(SENT_CAPS) == {expected}, (env, configured, SENT_CAPS)
+
+
+def test_the_judge_templates_code_version_hashes_the_file_spec_labels_reads(tmp_path, monkeypatch):
+    """EVALMISLEAD_PROMPTS_DIR: an edited judge prompt there marks spec_labels stale; the plan's folder
+    is not where the judge template is read from."""
+    import shutil
+
+    from evalmislead_assets.analysis.spec_labels import JUDGE_TEMPLATE
+    from evalmislead_assets.assets.analysis_inputs import plan_code_version
+
+    monkeypatch.delenv("EVALMISLEAD_PROMPTS_DIR", raising=False)
+    before = plan_code_version(template=f"{JUDGE_TEMPLATE}.md")
+    prompts = tmp_path / "prompts"
+    shutil.copytree(settings.prompts_dir(), prompts)
+    monkeypatch.setenv("EVALMISLEAD_PROMPTS_DIR", str(prompts))
+    assert plan_code_version(template=f"{JUDGE_TEMPLATE}.md") == before  # the same bytes, the same version
+    with open(prompts / f"{JUDGE_TEMPLATE}.md", "a", encoding="utf-8") as fh:
+        fh.write("\nOne more instruction.\n")
+    changed = plan_code_version(template=f"{JUDGE_TEMPLATE}.md")
+    assert changed != before and changed.rsplit("+", 1)[0] == before.rsplit("+", 1)[0]  # the plan part stays
