@@ -44,6 +44,7 @@ REVIEW_COLUMNS = [
 
 JUDGE_CALL_FAILED = "judge call failed"  # judge_error prefix of a server error (not a parse error)
 
+
 def bug_diff(buggy_code: str, fixed_code: str) -> str:
     """Unified diff buggy -> fixed with the whole function as context."""
     a, b = buggy_code.splitlines(), fixed_code.splitlines()

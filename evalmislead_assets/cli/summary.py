@@ -19,6 +19,7 @@ from evalmislead_assets.report.formatting import NOT_ESTIMABLE, ci, missing, pct
 from evalmislead_assets.report.tables import test_body
 from evalmislead_assets.store.database import Warehouse
 
+
 def rate_text(count: Any, n_tests: Any, rate: Any, lo: Any = None, hi: Any = None) -> str:
     if missing(n_tests) or int(n_tests) == 0 or missing(rate):
         return NOT_ESTIMABLE

@@ -12,6 +12,7 @@ from evalmislead_assets.cli import main
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.store.database import Warehouse
 
+
 def settings_paths() -> dict:
     """The paths the CLI passes (settings' plan and review CSV; the fixture points the CSV at tmp_path)."""
     review = settings.review_csv_path()
