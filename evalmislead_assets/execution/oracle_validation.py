@@ -3,10 +3,14 @@
 Each version runs in its own interpreter (isolated mode, own session, temporary
 directory, 10 s limit that kills the process group); many run at once because
 most of the wall time is spent waiting on the few buggy versions that never end.
+The interpreter also limits itself (CPU time and an alarm, set before the dataset's
+code runs), so a version that never ends dies on its own when the process that
+started it is killed (a run worker ended with SIGKILL) and cannot kill its group.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -30,14 +34,21 @@ class OracleResult:
     seconds: float
 
 
-def oracle_script(code: str, test: str, entry_point: str) -> str:
+def _self_limits(timeout_s: float) -> str:
+    """The script's first lines: CPU seconds and a wall-clock alarm a little past the parent's timeout, no core."""
+    cpu, wall = math.ceil(timeout_s) + 2, math.ceil(timeout_s) + 5
+    return (f"import resource as _r, signal as _s\n_r.setrlimit(_r.RLIMIT_CORE, (0, 0))\n"
+            f"_r.setrlimit(_r.RLIMIT_CPU, ({cpu}, {cpu + 1}))\n_s.alarm({wall})\ndel _r, _s\n")
+
+
+def oracle_script(code: str, test: str, entry_point: str, timeout_s: float = ORACLE_TIMEOUT_S) -> str:
     # The dataset's `test` ends with check(<entry_point>); the mark printed after it is
     # the positive evidence of a pass (an early sys.exit(0) would not print it).
-    return f"{code}\n\n{test}\n\nprint({_OK_MARK!r})\n"
+    return f"{_self_limits(timeout_s)}{code}\n\n{test}\n\nprint({_OK_MARK!r})\n"
 
 
 def run_oracle(code: str, test: str, entry_point: str, timeout_s: float = ORACLE_TIMEOUT_S) -> OracleResult:
-    script = oracle_script(code, test, entry_point)
+    script = oracle_script(code, test, entry_point, timeout_s)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="evalmislead-oracle-") as tmp:
         env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}

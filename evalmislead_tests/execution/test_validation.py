@@ -1,3 +1,9 @@
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
 import pytest
 
 from evalmislead_assets.study import problems
@@ -16,6 +22,47 @@ def test_oracle_pass_needs_the_mark_not_just_exit_zero() -> None:
 def test_oracle_times_out_an_endless_loop() -> None:
     res = validation.run_oracle("def f():\n    while True: pass\n", "f()", "f", timeout_s=1.0)
     assert not res.passed and res.detail.startswith("timeout")
+
+
+def _pids_with(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue  # it ended while we looked
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("body", ["while True: pass", "import time\ntime.sleep(10**6)"], ids=["spins", "sleeps"])
+def test_a_version_that_never_ends_dies_on_its_own_when_its_parent_is_killed(body: str) -> None:
+    """A parent (a run worker) killed with SIGKILL cannot kill the oracle's group. The oracle's own CPU limit
+    (timeout + 2 s) and alarm (timeout + 5 s) end it, where before it spun as an orphan until the machine
+    stopped (seen in CI: an endless buggy make_palindrome at 70 % of a core after the suite had ended)."""
+    marker = f"EVALMISLEAD-ORPHAN-{uuid.uuid4().hex}"
+    parent = subprocess.Popen([sys.executable, "-c", "import sys\nfrom evalmislead_assets.execution.oracle_validation "
+                               "import run_oracle\nrun_oracle(sys.argv[1], 'pass', 'f', timeout_s=5.0)",
+                               f"# {marker}\n{body}\n"])
+    oracle = lambda: [pid for pid in _pids_with(marker) if pid != parent.pid]  # noqa: E731 (the parent's argv has it too)
+    try:
+        deadline = time.monotonic() + 60
+        while not oracle() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert oracle(), "the oracle never started"
+    finally:
+        parent.kill()
+        parent.wait()
+    orphans = oracle()
+    assert orphans, "the oracle ended with its parent: nothing left to test"  # the parent had 5 s; it got < 1
+    limits = (Path("/proc") / str(orphans[0]) / "limits").read_text()
+    assert next(ln for ln in limits.splitlines() if ln.startswith("Max cpu time")).split()[3:5] == ["7", "8"]
+    deadline = time.monotonic() + 120  # a bound on waiting, not a speed figure: 10 s of alarm on an idle box
+    while oracle() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not oracle(), f"orphaned oracle {orphans} still running"
 
 
 @pytest.mark.slow
