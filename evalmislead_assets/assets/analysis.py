@@ -21,7 +21,7 @@ from pydantic import Field
 
 from evalmislead_assets import settings
 from evalmislead_assets.analysis import rates, secondary
-from evalmislead_assets.analysis.plan import Plan, cells_present, load_plan
+from evalmislead_assets.analysis.plan import Plan, cells_present
 from evalmislead_assets.analysis.reasoning_mentions import load_keywords
 from evalmislead_assets.analysis.spec_labels import (
     JUDGE_CALL_FAILED, JUDGE_TEMPLATE, agreement, category_counts, combine, human_labels_given, judge_specs,
@@ -34,7 +34,7 @@ from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.prompts import load_template
 from evalmislead_assets.assets.model_scope import model_path
-from evalmislead_assets.assets.analysis_inputs import UPSTREAM, plan_code_version
+from evalmislead_assets.assets.analysis_inputs import UPSTREAM, plan_code_version, study_plan
 from evalmislead_assets.assets.table_outs import table_outs
 from evalmislead_assets.resources import LLMResource, WarehouseResource
 
@@ -72,7 +72,7 @@ def condition_rates(
     context: AssetExecutionContext, test_outcomes: pd.DataFrame, test_generations: pd.DataFrame,
     generated_tests: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
-    plan = load_plan(settings.analysis_plan_path())
+    plan = study_plan()
     outcomes, gens, gt = test_outcomes, test_generations, generated_tests
     t0 = time.perf_counter()
     df = rates.condition_rates(outcomes, gens, gt, plan)
@@ -94,7 +94,7 @@ def bootstrap_comparisons(
     context: AssetExecutionContext, test_outcomes: pd.DataFrame, test_generations: pd.DataFrame,
     generated_tests: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
-    plan = load_plan(settings.analysis_plan_path())
+    plan = study_plan()
     outcomes, gens, gt = test_outcomes, test_generations, generated_tests
     t0 = time.perf_counter()
     df, notes = rates.bootstrap_comparisons(outcomes, gens, gt, plan)
@@ -117,7 +117,7 @@ def truncation_matched_subset(
     context: AssetExecutionContext, test_outcomes: pd.DataFrame, test_generations: pd.DataFrame,
     generated_tests: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
-    plan = load_plan(settings.analysis_plan_path())
+    plan = study_plan()
     outcomes, gens, gt = test_outcomes, test_generations, generated_tests
     df = rates.truncation_matched_subset(outcomes, gens, gt, plan)
     n_in = int(df["in_subset"].sum()) if len(df) else 0
@@ -137,7 +137,7 @@ def truncation_matched_subset(
 def thinking_comparisons(
     context: AssetExecutionContext, truncation_matched_subset: pd.DataFrame, test_outcomes: pd.DataFrame
 ) -> Output[pd.DataFrame]:
-    plan = load_plan(settings.analysis_plan_path())
+    plan = study_plan()
     df = rates.thinking_comparisons(test_outcomes, truncation_matched_subset, plan)
     n = int(df["n_problems"].max()) if len(df) else 0
     return Output(df, metadata={
@@ -177,7 +177,7 @@ def spec_labels(
     model_specs: pd.DataFrame, problems: pd.DataFrame, test_outcomes: pd.DataFrame,
     test_generations: pd.DataFrame, generated_tests: pd.DataFrame,
 ) -> tuple[Output[pd.DataFrame], Output[pd.DataFrame], Output[pd.DataFrame]]:
-    plan = load_plan(settings.analysis_plan_path())
+    plan = study_plan()
     sec = plan.section("spec_labels")
     specs = model_specs
     # the warehouse holds the judge's answers (llm_cache); the three tables go through the IO manager
@@ -229,7 +229,7 @@ def spec_labels(
 def reasoning_mentions(
     context: AssetExecutionContext, test_generations: pd.DataFrame, test_outcomes: pd.DataFrame,
 ) -> tuple[Output[pd.DataFrame], Output[pd.DataFrame], Output[pd.DataFrame]]:
-    plan = load_plan(settings.analysis_plan_path())
+    plan = study_plan()
     sec = plan.section("reasoning_mentions")
     cond, thinking = sec.get("condition", "buggy_code"), sec.get("thinking", "on")
     keywords = load_keywords(secondary.keywords_path(plan))
@@ -265,7 +265,7 @@ REPORT_INS = {name: AssetIn(metadata={"columns": list(columns)}) if columns else
 @asset(group_name=GROUP, code_version=_VERSION, ins=REPORT_INS,
        description="The study report (Markdown, HTML, PNG plots) with every table of the published write-up.")
 def study_report(context: AssetExecutionContext, **inputs: pd.DataFrame) -> MaterializeResult:
-    plan = load_plan(settings.analysis_plan_path())
+    plan = study_plan()
     data = load_data(inputs, review_csv=review_csv(context))
     written = write(build(data, plan), model_path(context, settings.report_dir()))
     context.log.info(f"study report written to {written.html_path}")

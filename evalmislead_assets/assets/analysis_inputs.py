@@ -9,7 +9,7 @@ import hashlib
 from dagster import AssetIn
 
 from evalmislead_assets import settings
-from evalmislead_assets.analysis.plan import load_plan
+from evalmislead_assets.analysis.plan import Plan, load_plan
 
 # The three upstream tables every analysis reads, all partitions (the assets are unpartitioned),
 # projected to the columns the analysis needs.
@@ -25,12 +25,17 @@ UPSTREAM = {
 CODE_VERSION = "analysis-2"  # issue 10: zero-test rules, matched thinking-on comparisons, new columns
 
 
+def study_plan() -> Plan:
+    """The analysis plan every analysis asset reads: EVALMISLEAD_ANALYSIS_PLAN, else prompts/analysis_plan.json."""
+    return load_plan(settings.analysis_plan_path())
+
+
 def plan_code_version(template: str | None = None, plan_file: str | None = None) -> str:
     """Code version + plan hash (+ the hash of the file an asset reads besides the plan): a change marks it
     stale. ``template``: a prompt template, read from the prompts folder (EVALMISLEAD_PROMPTS_DIR) as the
     asset reads it; ``plan_file``: a file beside the plan (the reasoning keywords)."""
     try:
-        plan = load_plan(settings.analysis_plan_path())
+        plan = study_plan()
         parts = [f"plan-{plan.sha256[:12]}"]
         for folder, name in ((settings.prompts_dir(), template), (plan.path.parent, plan_file)):
             if name:

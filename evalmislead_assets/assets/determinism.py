@@ -8,7 +8,7 @@ import time
 from typing import Optional
 
 import pandas as pd
-from dagster import AssetExecutionContext, AssetIn, Config, Failure, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, AssetIn, Failure, MetadataValue, Output, asset
 from pydantic import Field
 
 from evalmislead_assets.analysis.determinism import (
@@ -29,11 +29,10 @@ from evalmislead_assets.report.sections.determinism import sensitivity_lines, se
 from evalmislead_assets import settings
 from evalmislead_assets.assets.model_scope import model_of
 from evalmislead_assets.assets.problem_inputs import PROBLEMS_IN
-from evalmislead_assets.assets.sandbox_config import make_sandbox
+from evalmislead_assets.assets.sandbox_config import ExecutionConfig, make_sandbox
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.types import LLMUnreachable
 from evalmislead_assets.resources import LLMResource, WarehouseResource
-from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S
 
 _GENERATION_COLUMNS = [
     "condition", "thinking", "task_id", "problem_idx", "request_json", "response_text", "reasoning_text",
@@ -41,17 +40,13 @@ _GENERATION_COLUMNS = [
 ]
 
 
-class ProbeConfig(Config):
-    """Launchpad settings of the determinism probe."""
+class ProbeConfig(ExecutionConfig):
+    """Launchpad settings of the determinism probe: the sandbox's (workers, timeout_s) and the sample."""
 
     n: Optional[int] = Field(
         default=None, ge=1,
         description="Stored test-generation requests re-sent. Empty: EVALMISLEAD_PROBE_N, default 20.")
     seed: int = Field(default=DEFAULT_SEED, description="The seed of the sample of requests re-sent.")
-    workers: Optional[int] = Field(
-        default=None, ge=1,
-        description="Parallel test-runner processes. Empty: EVALMISLEAD_SANDBOX_WORKERS, else the number of CPUs.")
-    timeout_s: float = Field(default=TEST_TIMEOUT_S, gt=0, description="Seconds per test and version.")
 
 
 def _metadata(df: pd.DataFrame, frames: dict[str, pd.DataFrame], wall_s: float, requests_sent: int) -> dict:

@@ -12,8 +12,7 @@ from dagster import AssetExecutionContext, AssetIn, AssetsDefinition, Materializ
 
 from evalmislead_assets import settings
 from evalmislead_assets.analysis import cross_model
-from evalmislead_assets.analysis.plan import load_plan
-from evalmislead_assets.assets.analysis_inputs import OUTCOME_COLUMNS, UPSTREAM, plan_code_version
+from evalmislead_assets.assets.analysis_inputs import OUTCOME_COLUMNS, UPSTREAM, plan_code_version, study_plan
 from evalmislead_assets.jobs import model_keys
 from evalmislead_assets.report.build import to_html
 from evalmislead_assets.report.formatting import md_table
@@ -58,7 +57,7 @@ def build(study: Study) -> list[AssetsDefinition]:
     def model_rates(context: AssetExecutionContext, **inputs: pd.DataFrame) -> Output[pd.DataFrame]:
         f = _frames(study, inputs)
         df = cross_model.per_model_rates(f["test_outcomes"], f["test_generations"], f["generated_tests"],
-                                         load_plan(settings.analysis_plan_path()), names)
+                                         study_plan(), names)
         return Output(df, metadata={"models": MetadataValue.json(names), "rows": len(df)})
 
     @asset(name="model_comparisons", group_name=GROUP, ins=ins, code_version=version,
@@ -66,7 +65,7 @@ def build(study: Study) -> list[AssetsDefinition]:
     def model_comparisons(context: AssetExecutionContext, **inputs: pd.DataFrame) -> Output[pd.DataFrame]:
         f = _frames(study, inputs)
         df, notes = cross_model.per_model_comparisons(f["test_outcomes"], f["test_generations"], f["generated_tests"],
-                                                      load_plan(settings.analysis_plan_path()), names)
+                                                      study_plan(), names)
         for n in notes:
             context.log.warning(n)
         return Output(df, metadata={"models": MetadataValue.json(names), "rows": len(df),
@@ -78,7 +77,7 @@ def build(study: Study) -> list[AssetsDefinition]:
     def model_average(context: AssetExecutionContext, **inputs: pd.DataFrame) -> Output[pd.DataFrame]:
         f = _frames(study, inputs)
         df = cross_model.cross_model_average(f["test_outcomes"], f["test_generations"], f["generated_tests"],
-                                             load_plan(settings.analysis_plan_path()), names)
+                                             study_plan(), names)
         shown = df[df["kind"] == "comparison"][["thinking", "comparison_id", "metric", "condition_a", "condition_b",
                                                 "n_models", "n_problems", "pooled", "pooled_ci_low", "pooled_ci_high",
                                                 "mean", "mean_ci_low", "mean_ci_high"]]

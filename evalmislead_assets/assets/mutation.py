@@ -14,7 +14,6 @@ from dagster import (
     AssetExecutionContext,
     AssetIn,
     AssetKey,
-    Config,
     MetadataValue,
     Output,
     asset_check,
@@ -37,12 +36,10 @@ SCORES_CODE_VERSION = CODE_VERSION + "+timeout-kill-half+run-cap"  # the kill ru
 MUTATION_TABLES = ("mutant_kills",)  # the side table of mutation_scores
 
 
-class MutationConfig(Config):
-    """Launchpad settings of the mutation_scores asset."""
+class MutationConfig(ExecutionConfig):
+    """Launchpad settings of the mutation_scores asset: the sandbox's (workers; timeout_s, described for the
+    mutation pass) and the mutation pass's own."""
 
-    workers: Optional[int] = Field(
-        default=None, ge=1,
-        description="Parallel test-runner processes. Empty: EVALMISLEAD_SANDBOX_WORKERS, else the number of CPUs.")
     timeout_s: float = Field(default=TEST_TIMEOUT_S, gt=0,
                              description="Seconds per test against the fixed version (and slow tests against mutants).")
     mutant_timeout_s: float = Field(
@@ -83,7 +80,7 @@ def mutation_scores(
     without = sorted(set(generated["task_id"]) - set(muts["task_id"]))
     if without:
         context.log.warning(f"{len(without)} problems have no stored mutants (materialize mutants): {without[:10]}")
-    sandbox = make_sandbox(ExecutionConfig(workers=config.workers, timeout_s=config.timeout_s))
+    sandbox = make_sandbox(config)
     max_runs = config.max_runs_per_file or settings.max_mutation_runs_per_file()
     start = time.monotonic()
     scores, kills, run = build_scores(generated, muts, problems, sandbox, config.mutant_timeout_s,

@@ -6,7 +6,7 @@ determinism_probe and mutation_scores. The settings stay per-asset run config (`
 {config: {workers: 4, timeout_s: 10}}}``), not a resource, so each asset is tuned on its own in the launchpad.
 """
 
-from typing import Optional, Protocol
+from typing import Optional
 
 from dagster import AssetExecutionContext, Config
 from pydantic import Field
@@ -16,7 +16,7 @@ from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S, Isolation, Limits, S
 
 
 class ExecutionConfig(Config):
-    """Launchpad settings for running generated tests."""
+    """Launchpad settings for running generated tests (the probe's and mutation_scores' configs extend it)."""
 
     workers: Optional[int] = Field(
         default=None, ge=1,
@@ -24,14 +24,7 @@ class ExecutionConfig(Config):
     timeout_s: float = Field(default=TEST_TIMEOUT_S, gt=0, description="Seconds per test and version.")
 
 
-class SandboxSettings(Protocol):
-    """Any launchpad config with the two sandbox fields (ExecutionConfig, the probe's ProbeConfig)."""
-
-    workers: Optional[int]
-    timeout_s: float
-
-
-def make_sandbox(config: SandboxSettings) -> Sandbox:
+def make_sandbox(config: ExecutionConfig) -> Sandbox:
     workers = config.workers if config.workers is not None else settings.sandbox_workers()
     return Sandbox(Limits(timeout_s=config.timeout_s), workers=workers)
 

@@ -107,7 +107,7 @@ def build_test_outcomes(generated: pd.DataFrame, problems: pd.DataFrame, sandbox
 
 
 def _int(x: Any) -> Optional[int]:
-    return None if x is None or pd.isna(x) else int(x)
+    return None if is_missing(x) else int(x)
 
 
 def _str(x: Any) -> str:

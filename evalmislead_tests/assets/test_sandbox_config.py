@@ -19,7 +19,7 @@ def test_launchpad_settings_build_the_sandbox(monkeypatch) -> None:
     assert (box.workers, box.limits.timeout_s) == (3, TEST_TIMEOUT_S)
     box = make_sandbox(ExecutionConfig(workers=1, timeout_s=2.5))  # the launchpad wins over the environment
     assert (box.workers, box.limits.timeout_s) == (1, 2.5)
-    box = make_sandbox(ProbeConfig(n=2, workers=2, timeout_s=4.0))  # any config with the two fields
+    box = make_sandbox(ProbeConfig(n=2, workers=2, timeout_s=4.0))  # the probe's config extends ExecutionConfig
     assert (box.workers, box.limits.timeout_s) == (2, 4.0)
     monkeypatch.setenv("EVALMISLEAD_SANDBOX_WORKERS", "many")
     with pytest.raises(ConfigError, match="EVALMISLEAD_SANDBOX_WORKERS"):

@@ -46,7 +46,10 @@ def test_a_version_that_never_ends_dies_on_its_own_when_its_parent_is_killed(bod
     parent = subprocess.Popen([sys.executable, "-c", "import sys\nfrom evalmislead_assets.execution.oracle_validation "
                                "import run_oracle\nrun_oracle(sys.argv[1], 'pass', 'f', timeout_s=5.0)",
                                f"# {marker}\n{body}\n"])
-    oracle = lambda: [pid for pid in _pids_with(marker) if pid != parent.pid]  # noqa: E731 (the parent's argv has it too)
+
+    def oracle() -> list[int]:  # the oracle's processes: the parent's argv holds the marker too
+        return [pid for pid in _pids_with(marker) if pid != parent.pid]
+
     try:
         deadline = time.monotonic() + 60
         while not oracle() and time.monotonic() < deadline:

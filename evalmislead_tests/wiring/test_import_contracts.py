@@ -10,11 +10,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_import_contracts_are_kept():
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """`lint-imports` on the package under ``root``, with its pyproject.toml contracts."""
     lint = Path(sys.executable).parent / "lint-imports"
     cmd = [str(lint)] if lint.exists() else [sys.executable, "-m", "importlinter.cli"]
-    done = subprocess.run(cmd + ["--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(cmd + ["--no-cache"], cwd=root, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def test_import_contracts_are_kept():
+    done = _lint_imports(ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout, done.stdout
 
@@ -30,10 +35,7 @@ def test_a_domain_module_reading_settings_or_a_group_importing_another_breaks_a_
                          ("assets/models.py", "from evalmislead_assets.assets import analysis")):
         with open(tmp_path / "evalmislead_assets" / module, "a", encoding="utf-8") as fh:
             fh.write(f"\n{line}  # planted\n")
-    lint = Path(sys.executable).parent / "lint-imports"
-    cmd = [str(lint)] if lint.exists() else [sys.executable, "-m", "importlinter.cli"]
-    done = subprocess.run(cmd + ["--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    done = _lint_imports(tmp_path)
     assert done.returncode != 0 and "2 broken" in done.stdout, done.stdout
     assert "evalmislead_assets.analysis.plan -> evalmislead_assets.settings" in done.stdout, done.stdout
     assert "evalmislead_assets.assets.models -> evalmislead_assets.assets.analysis" in done.stdout, done.stdout

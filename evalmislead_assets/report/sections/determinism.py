@@ -6,7 +6,6 @@ from __future__ import annotations
 import pandas as pd
 
 from evalmislead_assets.analysis.determinism import TABLE, by_partition, summarize
-from evalmislead_assets.store.values import is_missing
 from evalmislead_assets.analysis.determinism_sensitivity import sensitivity
 from evalmislead_assets.report.formatting import level_label, md_table, missing, pct, points
 
@@ -17,7 +16,7 @@ TITLE = "Run-to-run noise (determinism probe)"
 
 def settings_line(probe: pd.DataFrame) -> str:
     def values(col: str) -> str:
-        vals = sorted({str(v) for v in probe[col] if not is_missing(v)}) if col in probe else []
+        vals = sorted({str(v) for v in probe[col] if not missing(v)}) if col in probe else []
         return ", ".join(vals) or "unknown"
 
     return (f"original answers: slots {values('original_total_slots')}, cache_prompt "
