@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "sql": "sql_cmd",
     "backfill": "backfill_cmd",
     "export": "export_cmd",
+    "answers": "answers_cmd",
 }
 
 

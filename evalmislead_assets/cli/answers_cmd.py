@@ -1,0 +1,151 @@
+"""`evalmislead answers export|import|show`: a study's answers as a shippable pack, and back (llm/answer_pack.py).
+
+    evalmislead answers export DIR [--append] [--model NAME]   llm_cache -> pack (--append: new shards only)
+    evalmislead answers import DIR                             pack -> llm_cache, after checking every request
+    evalmislead answers show DIR                               the pack's manifest in a few lines
+
+Import refuses, in one line naming the first difference, a pack whose request bodies differ from what the
+current prompts and study settings would send; nothing is written then. A replay from an imported pack
+sends no request: every answer is a cache hit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from evalmislead_assets import settings, study_models
+from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.llm import answer_pack, embedded_model
+from evalmislead_assets.study.models import ModelSpec
+
+HELP = "Export a study's answers as a pack, import a pack into llm_cache (checked against the prompts), or show one."
+
+BUNDLED_PACKS = Path(__file__).resolve().parents[1] / "data" / "answers"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["export", "import", "show"])
+    p.add_argument("folder", help="the pack folder")
+    p.add_argument("--append", action="store_true", help="export: add only answers not in the pack yet (new shards)")
+    p.add_argument("--model", default="", help="export: the study model whose answers to pack (default: the first)")
+    p.add_argument("--db", default="", help="DuckDB file (default: EVALMISLEAD_DB or the project's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    folder = Path(args.folder).expanduser()
+    if args.action == "show":
+        print("\n".join(describe(folder)))
+        return 0
+    from evalmislead_assets.store.database import Warehouse
+
+    wh = Warehouse(Path(args.db).expanduser() if args.db else settings.db_path())
+    try:
+        if args.action == "export":
+            spec = _model(args.model)
+            added, total = export(wh, folder, spec, append=args.append)
+            print(f"evalmislead: {added} answers added to {folder} ({total} in the pack)")
+        else:
+            added, there = import_pack(wh, folder)
+            print(f"evalmislead: imported {added} answers from {folder} into llm_cache ({there} already there)")
+    except answer_pack.PackError as exc:
+        raise ConfigError(str(exc)) from None
+    return 0
+
+
+def _model(name: str) -> ModelSpec:
+    study = study_models.study()
+    if not name:
+        return study.models[0]
+    for m in study.models:
+        if m.name == name:
+            return m
+    raise ConfigError(f"model {name!r} is not in the study ({study.source}); choose from {', '.join(study.names)}")
+
+
+def alias_of(spec: ModelSpec) -> str:
+    from evalmislead_assets.resources.llm import _alias
+
+    return _alias(spec)
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=settings.PROJECT_ROOT, capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def provenance(spec: ModelSpec, alias: str) -> dict[str, Any]:
+    folder = settings.prompts_dir()
+    templates = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(folder.glob("*.md"))}
+    bundled = embedded_model.BUNDLED.get(spec.bundled) if spec.bundled else None
+    return {
+        "model": alias, "study_model": spec.name, "model_file_sha256": bundled.sha256 if bundled else None,
+        "model_file_bytes": bundled.size if bundled else None,
+        "slots": spec.slots, "max_tokens_off": spec.max_tokens("off") or settings.max_tokens("off"),
+        "max_tokens_on": spec.max_tokens("on") or settings.max_tokens("on"), "temperature": 0,
+        "seed": 1234, "judge_max_tokens": settings.judge_max_tokens(), "prompt_templates_sha256": templates,
+        "git_commit": _git_commit(), "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def export(wh: Any, folder: Path, spec: ModelSpec, append: bool) -> tuple[int, int]:
+    alias = alias_of(spec)
+    answers = answer_pack.stored_answers(wh, alias)
+    if not answers:
+        raise ConfigError(f"{wh.path} holds no answer of model {alias}; run the study first")
+    props = answer_pack.props_documents(wh, [a.get("server_props_sha256") for a in answers])
+    return answer_pack.write_pack(folder, answers, props, provenance(spec, alias), append=append)
+
+
+def check_pack(pack: answer_pack.Pack) -> ModelSpec:
+    """The study model the pack belongs to, after checking every request body; a PackError names the first miss."""
+    from evalmislead_assets.cli.pack_expectations import Expectations
+    from evalmislead_assets.study.problems import load_problems
+
+    study = study_models.study()
+    wanted = pack.manifest.get("model")
+    spec = next((m for m in study.models if alias_of(m) == wanted), None)
+    if spec is None:
+        raise answer_pack.PackError(
+            f"pack {pack.folder} holds answers of {wanted}, which no model of the study ({study.source}: "
+            f"{', '.join(alias_of(m) for m in study.models)}) answers as; add it to the study file")
+    problems = load_problems(source="local", cache_dir=settings.datasets_cache_dir())
+    expect = Expectations(problems, pack.answers, spec, wanted)
+    for a in pack.answers:
+        where = f"{a.get('asset')}[{a.get('condition') or '-'}|{a.get('thinking') or 'off'}] {a.get('task_id')}"
+        try:
+            body = expect.body(a)
+        except LookupError as exc:
+            raise answer_pack.PackError(f"pack {pack.folder} refused: {where}: {exc}") from None
+        if body != a["request_json"]:
+            diff = answer_pack.first_difference(a["request_json"], body)
+            raise answer_pack.PackError(
+                f"pack {pack.folder} refused: {where} was asked differently from what this study sends now "
+                f"({diff}); the prompts or settings changed since it was recorded, so its answers are not replayed")
+    return spec
+
+
+def import_pack(wh: Any, folder: Path) -> tuple[int, int]:
+    pack = answer_pack.read_pack(folder)
+    check_pack(pack)
+    return answer_pack.import_answers(wh, pack)
+
+
+def describe(folder: Path) -> list[str]:
+    m = answer_pack.read_manifest(folder)
+    if m is None:
+        raise ConfigError(f"{folder} holds no answer pack (manifest.json missing)")
+    return [
+        f"pack {folder}: {m.get('answers', 0)} answers of {m.get('model')} in {len(m.get('shards', []))} shards",
+        f"model file sha256 {m.get('model_file_sha256')}; slots {m.get('slots')}; caps off={m.get('max_tokens_off')} "
+        f"on={m.get('max_tokens_on')}; seed {m.get('seed')}; git {str(m.get('git_commit'))[:12]}",
+        f"written {m.get('written_at')}",
+    ]

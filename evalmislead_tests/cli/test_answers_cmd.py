@@ -1,0 +1,146 @@
+"""Answer packs: export from llm_cache, import back (idempotent), refusal when the prompts changed."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evalmislead_assets import settings, study_models
+from evalmislead_assets.cli import main
+from evalmislead_assets.cli.pack_expectations import Expectations
+from evalmislead_assets.llm import answer_pack
+from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.store.hashing import sha256_text
+
+ALIAS = "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M"
+TASKS = ["Python/2", "Python/30"]
+
+
+@pytest.fixture
+def study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    path = tmp_path / "study.toml"
+    path.write_text('[[models]]\nname = "coder"\nbundled = "qwen2.5-coder-1.5b"\nslots = 1\nmax_tokens_off = 4096\n')
+    monkeypatch.setenv("EVALMISLEAD_STUDY", str(path))
+    monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path / "home"))
+    for name in ("EVALMISLEAD_MODELS", "EVALMISLEAD_LLM_URL", "EVALMISLEAD_EMBEDDED_MODEL", "EVALMISLEAD_PROMPTS_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    study_models.reset()
+    yield study_models.study()
+    study_models.reset()
+
+
+def _answer(asset: str, condition: str | None, task: str, body: str, text: str) -> dict:
+    return {"cache_key": sha256_text(body), "request_json": body, "asset": asset, "condition": condition,
+            "thinking": "off", "task_id": task,
+            "response_json": json.dumps({"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+                                         "usage": {"prompt_tokens": 10, "completion_tokens": 20}})}
+
+
+def _store(wh: Warehouse, answers: list[dict]) -> None:
+    with wh.connect() as con:
+        for i, a in enumerate(answers):
+            con.execute("INSERT INTO llm_cache VALUES (?, ?, ?, 'http://x', 'props1', 1.5, now())",
+                        [a["cache_key"], a["request_json"], a["response_json"]])
+            con.execute("INSERT INTO llm_calls (call_id, ts, asset, condition, thinking, task_id, cache_key, state, "
+                        "prompt_tokens, completion_tokens, finished_at) VALUES (?, now(), ?, ?, 'off', ?, ?, "
+                        "'answered', 10, 20, now())",
+                        [f"c{i}", a["asset"], a["condition"], a["task_id"], a["cache_key"]])
+        con.execute("INSERT INTO server_props VALUES ('props1', 'http://x', ?, ?, now())",
+                    [ALIAS, json.dumps({"build_info": "b1-test", "total_slots": 1})])
+
+
+def _recorded(problems_df, study) -> list[dict]:
+    """Answers whose bodies are what the study sends: specs first, then buggy_code and model_spec tests."""
+    spec_model = study.models[0]
+    specs = [_answer("model_specs", None, t, "", '"""Returns the number."""') for t in TASKS]
+    expect = Expectations(problems_df, specs, spec_model, ALIAS)
+    out = []
+    for a in specs:
+        body = expect.body(a)
+        out.append({**a, "request_json": body, "cache_key": sha256_text(body)})
+    for cond in ("buggy_code", "model_spec"):
+        for t in TASKS:
+            a = _answer("test_generations", cond, t, "", f"```python\ndef test_{cond}():\n    assert True\n```")
+            body = expect.body(a)
+            out.append({**a, "request_json": body, "cache_key": sha256_text(body)})
+    return out
+
+
+def test_export_import_round_trip_and_refusal(tmp_path, study, problems_df, capsys):
+    src = Warehouse(tmp_path / "src.duckdb")
+    answers = _recorded(problems_df, study)
+    _store(src, answers)
+    pack = tmp_path / "pack"
+    assert main(["answers", "export", str(pack), "--db", str(src.path)]) == 0
+    manifest = json.loads((pack / "manifest.json").read_text())
+    assert manifest["answers"] == 6 and manifest["model"] == ALIAS and manifest["slots"] == 1
+    assert manifest["model_file_sha256"] == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert set(manifest["prompt_templates_sha256"]) >= {"spec.md", "test_generation.md"}
+    assert json.loads((pack / "server_props.json").read_text())["props1"]["build_info"] == "b1-test"
+    # appending the same answers adds nothing; the shard bytes do not depend on when they were written
+    shard = (pack / manifest["shards"][0]["file"]).read_bytes()
+    assert main(["answers", "export", str(pack), "--append", "--db", str(src.path)]) == 0
+    assert "0 answers added" in capsys.readouterr().out
+    assert (pack / manifest["shards"][0]["file"]).read_bytes() == shard
+
+    dst = Warehouse(tmp_path / "dst.duckdb")
+    assert main(["answers", "import", str(pack), "--db", str(dst.path)]) == 0
+    rows = dst.query_df("SELECT cache_key, request_json, response_json FROM llm_cache ORDER BY cache_key")
+    assert sorted(rows["cache_key"]) == sorted(a["cache_key"] for a in answers)
+    assert main(["answers", "import", str(pack), "--db", str(dst.path)]) == 0  # again: nothing changes
+    assert "imported 0 answers" in capsys.readouterr().out
+    assert dst.query_df("SELECT count(*) AS n FROM llm_cache")["n"][0] == 6
+
+    # one changed prompt template: the pack is refused in one line naming the difference, nothing written
+    prompts = tmp_path / "prompts"
+    shutil.copytree(settings.prompts_dir(), prompts)
+    (prompts / "test_generation.md").write_text((prompts / "test_generation.md").read_text() + "\nBe brief.\n")
+    import os
+
+    os.environ["EVALMISLEAD_PROMPTS_DIR"] = str(prompts)
+    try:
+        fresh = Warehouse(tmp_path / "fresh.duckdb")
+        assert main(["answers", "import", str(pack), "--db", str(fresh.path)]) == 2
+    finally:
+        del os.environ["EVALMISLEAD_PROMPTS_DIR"]
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "refused" in err and "test_generations[buggy_code|off] Python/2" in err and "messages[0].content" in err
+    assert "Be brief" in err
+    assert fresh.query_df("SELECT count(*) AS n FROM llm_cache")["n"][0] == 0
+
+
+def test_a_tampered_shard_or_body_is_refused(tmp_path, study, problems_df):
+    src = Warehouse(tmp_path / "src.duckdb")
+    _store(src, _recorded(problems_df, study))
+    pack = tmp_path / "pack"
+    assert main(["answers", "export", str(pack), "--db", str(src.path)]) == 0
+    shard = pack / "answers-0001.jsonl.gz"
+    lines = gzip.decompress(shard.read_bytes()).decode().splitlines()
+    bad = json.loads(lines[0])
+    bad["request_json"] = bad["request_json"].replace("4096", "4095")
+    lines[0] = json.dumps(bad)
+    shard.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    with pytest.raises(answer_pack.PackError, match="sha256"):
+        answer_pack.read_pack(pack)
+    manifest = json.loads((pack / "manifest.json").read_text())
+    manifest["shards"][0]["sha256"] = __import__("hashlib").sha256(shard.read_bytes()).hexdigest()
+    (pack / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(answer_pack.PackError, match="cache key is not the sha256"):
+        answer_pack.read_pack(pack)
+
+
+def test_a_cap_change_is_named(tmp_path, study, problems_df, monkeypatch, capsys):
+    src = Warehouse(tmp_path / "src.duckdb")
+    _store(src, _recorded(problems_df, study))
+    pack = tmp_path / "pack"
+    assert main(["answers", "export", str(pack), "--db", str(src.path)]) == 0
+    (tmp_path / "study.toml").write_text('[[models]]\nname = "coder"\nbundled = "qwen2.5-coder-1.5b"\n'
+                                         'max_tokens_off = 2048\n')
+    study_models.reset()
+    assert main(["answers", "import", str(pack), "--db", str(tmp_path / "d.duckdb")]) == 2
+    assert "max_tokens: pack 4096 vs now 2048" in capsys.readouterr().err
