@@ -247,6 +247,12 @@ def set_model_selection(names: str) -> None:
     os.environ["EVALMISLEAD_MODELS"] = names
 
 
+def replay_only() -> bool:
+    """EVALMISLEAD_REPLAY_ONLY=1 (set by `evalmislead run --replay`): answers come from llm_cache only; a
+    request with no stored answer fails instead of being sent (the determinism probe still sends its sample)."""
+    return os.environ.get("EVALMISLEAD_REPLAY_ONLY", "").strip().lower() in ("1", "true", "yes")
+
+
 def judge_url() -> str:
     """EVALMISLEAD_JUDGE_URL: the spec judge's server(s), comma-separated; empty = the `llm` resource's."""
     return os.environ.get("EVALMISLEAD_JUDGE_URL", "").strip()

@@ -6,7 +6,8 @@
 Runs the real Dagster assets (so every request body is exactly what `evalmislead run` sends):
 `problems` and `problem_validation` once, then for each block of problems `model_specs[off]` and
 `test_generations[<condition>|off]`, the primary conditions over all problems first, the reference
-conditions after. Every answer is committed to the data folder's llm_cache as it arrives, so a killed
+conditions after; with each block's specs, the spec judge's requests (what `spec_labels` sends, through
+analysis.spec_labels.judge_specs and the same `judge_llm` resource settings). Every answer is committed to the data folder's llm_cache as it arrives, so a killed
 recorder resumes where it stopped (a re-run sends only what is missing). After each block the answers
 are added to the pack (``--pack``, new shards only) with `evalmislead answers export --append`.
 Execution, analysis and the report are not run here: the replay (`evalmislead run --replay`) does them.
@@ -15,6 +16,7 @@ Execution, analysis and the report are not run here: the replay (`evalmislead ru
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -35,6 +37,8 @@ def main() -> int:
     ap.add_argument("--problems", default="0-163", help="problem list, e.g. 0-163 (default) or 0-19")
     ap.add_argument("--conditions", default=",".join(PRIMARY + REFERENCE))
     ap.add_argument("--pack", default="", help="answer pack folder to append each block's answers to")
+    ap.add_argument("--commit", action="store_true",
+                    help="git-commit the pack folder after each block (only its paths), so no slice is lost")
     args = ap.parse_args()
 
     home = Path(args.home).resolve()
@@ -81,12 +85,50 @@ def main() -> int:
             raise SystemExit(f"record: {label} failed (run {result.run_id}); re-run to resume")
         print(f"record: {time.strftime('%H:%M:%S')} done {label} in {time.monotonic() - t0:.0f} s", flush=True)
 
+    def judge(block: list[int]) -> None:
+        from evalmislead_assets.analysis.spec_labels import JUDGE_TEMPLATE, judge_specs
+        from evalmislead_assets.llm.prompts import load_template
+        from evalmislead_assets.resources import LLMResource
+        from evalmislead_assets.store.database import Warehouse
+
+        wh = Warehouse(settings.db_path())
+        specs = wh.query_df("SELECT thinking, task_id, problem_idx, spec_text, error FROM model_specs "
+                            "WHERE thinking = 'off' AND list_contains(?, problem_idx) ORDER BY problem_idx", [block])
+        problems_df = wh.query_df("SELECT task_id, problem_idx, entry_point, buggy_code, fixed_code FROM problems")
+        judge_llm = LLMResource(urls=settings.judge_url())
+        t0 = time.monotonic()
+        try:
+            judged = judge_specs(specs, problems_df, judge_llm, wh, template=load_template(JUDGE_TEMPLATE,
+                                 settings.prompts_dir()), max_tokens=settings.judge_max_tokens())
+        finally:
+            judge_llm.embedded_server.stop()
+        failed = judged["judge_error"].fillna("").str.startswith("judge call failed").sum()
+        print(f"record: {time.strftime('%H:%M:%S')} judged {len(judged)} specs of problems {block[0]}-{block[-1]} "
+              f"in {time.monotonic() - t0:.0f} s ({failed} failed calls)", flush=True)
+        if failed:
+            raise SystemExit("record: judge calls failed; re-run to resume")
+
     def append_pack() -> None:
         if not args.pack:
             return
         cmd = [sys.executable, "-m", "evalmislead_assets.cli", "answers", "export", "--append", args.pack]
         done = subprocess.run(cmd, capture_output=True, text=True)
         print(f"record: pack: {(done.stdout or done.stderr).strip().splitlines()[-1:] or ['?']}", flush=True)
+        if args.commit and done.returncode == 0:
+            commit_pack(Path(args.pack))
+
+    def commit_pack(folder: Path) -> None:
+        n = json.loads((folder / "manifest.json").read_text())["answers"]
+        for attempt in range(5):  # another git command may hold the index for a moment
+            subprocess.run(["git", "add", "--", str(folder)], cwd=ROOT, capture_output=True)
+            done = subprocess.run(["git", "commit", "-q", "-m", f"Recorded 1.5B run: answer pack slice, {n} answers "
+                                   "(scripts/record_answers.py)", "--", str(folder)], cwd=ROOT, capture_output=True,
+                                  text=True)
+            if done.returncode == 0 or "nothing to commit" in done.stdout + done.stderr:
+                print(f"record: committed the pack ({n} answers)", flush=True)
+                return
+            time.sleep(3 + 5 * attempt)
+        print(f"record: could not commit the pack: {done.stderr.strip()[:200]}", flush=True)
 
     step(["problems", "problem_validation"], None, None)
     blocks = [problems[i:i + args.block] for i in range(0, len(problems), args.block)]
@@ -97,6 +139,7 @@ def main() -> int:
         for block in blocks:
             if "model_spec" in pass_conditions:
                 step(["model_specs"], "off", block)
+                judge(block)
             for cond in pass_conditions:
                 step(["test_generations"], partition_key(cond, "off"), block)
             append_pack()

@@ -21,6 +21,8 @@ from pydantic import Field
 
 from evalmislead_assets import settings
 from evalmislead_assets.analysis import rates, secondary
+from evalmislead_assets.analysis.tool_policy import INPUT_COLUMNS as TOOL_POLICY_COLUMNS, TOOL_POLICY_SQL
+from evalmislead_assets.analysis.tool_policy import tool_policy as tool_policy_table
 from evalmislead_assets.analysis.plan import Plan, cells_present
 from evalmislead_assets.analysis.reasoning_mentions import load_keywords
 from evalmislead_assets.analysis.spec_labels import (
@@ -129,6 +131,18 @@ def truncation_matched_subset(
     return Output(df, metadata={
         "problems_considered": len(df), "in_subset": n_in, "note": note, **_plan_meta(plan), **cov,
     })
+
+
+@asset(group_name=GROUP, code_version="tool_policy-1",
+       ins={"test_outcomes": AssetIn(metadata={"columns": list(TOOL_POLICY_COLUMNS)})},
+       description="What a test generator that keeps only the tests passing on the code (CoverUp-like) would keep "
+                   "per condition x thinking: kept misleading tests, discarded effective tests, the kept suite's "
+                   "bug-revealing rate (from stored outcomes; filter on the shown version, buggy where none is shown).")
+def tool_policy(context: AssetExecutionContext, test_outcomes: pd.DataFrame) -> Output[pd.DataFrame]:
+    df = tool_policy_table(test_outcomes)
+    context.log.info(f"tool_policy: {len(df)} condition x thinking rows from {len(test_outcomes)} outcomes")
+    return Output(df, metadata={"rows": len(df), "policy": _md(df.round(4)), "sql": MetadataValue.md(
+        f"```sql\n{TOOL_POLICY_SQL}\n```")})
 
 
 @asset(group_name=GROUP, ins={"truncation_matched_subset": AssetIn(), "test_outcomes": UPSTREAM["test_outcomes"]},

@@ -102,7 +102,13 @@ def export(wh: Any, folder: Path, spec: ModelSpec, append: bool) -> tuple[int, i
     if not answers:
         raise ConfigError(f"{wh.path} holds no answer of model {alias}; run the study first")
     props = answer_pack.props_documents(wh, [a.get("server_props_sha256") for a in answers])
-    return answer_pack.write_pack(folder, answers, props, provenance(spec, alias), append=append)
+    result = answer_pack.write_pack(folder, answers, props, provenance(spec, alias), append=append)
+    study = study_models.study()
+    if len(study.models) == 1 and Path(study.source).is_file():  # the replay's study file (run --replay)
+        text = Path(study.source).read_text(encoding="utf-8")
+        if not (folder / answer_pack.STUDY_FILE).is_file() or (folder / answer_pack.STUDY_FILE).read_text() != text:
+            (folder / answer_pack.STUDY_FILE).write_text(text, encoding="utf-8")
+    return result
 
 
 def check_pack(pack: answer_pack.Pack) -> ModelSpec:

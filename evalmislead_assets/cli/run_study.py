@@ -32,7 +32,8 @@ CHAIN = ["test_generations", "generated_tests", "test_outcomes", "test_coverage"
 ANALYSIS = [
     "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
     "spec_labels", "spec_label_agreement", "spec_label_splits",
-    "reasoning_mentions", "reasoning_mention_matches", "reasoning_mention_summary", "determinism_probe", "study_report",
+    "reasoning_mentions", "reasoning_mention_matches", "reasoning_mention_summary", "tool_policy", "determinism_probe",
+    "study_report",
 ]
 # after every model's analysis: the models side by side, their average, the size table (assets/models.py)
 ACROSS_MODELS = ["model_rates", "model_comparisons", "model_average", "model_sizes", "models_report"]
@@ -53,6 +54,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(qwen2.5-coder-0.5b, qwen2.5-coder-1.5b); default: the study file's models")
     p.add_argument("--full", action="store_true",
                    help="all 164 problems, all six conditions and the protocol's caps unless EVALMISLEAD_* say otherwise")
+    p.add_argument("--replay", nargs="?", const="bundled", default=None, metavar="PACK",
+                   help="run the study from a recorded answer pack (default: the bundled full run of the 1.5B): "
+                        "its study file, its problems, every answer from the pack, no request sent but the "
+                        "determinism probe's live sample")
 
 
 def ensure_dagster_home() -> Path:
@@ -69,6 +74,19 @@ def ensure_dagster_home() -> Path:
 def run(args: argparse.Namespace) -> int:
     # SIGINT / SIGTERM: stop in seconds with 130 / 143 (a second signal exits at once), see stop_signals
     stop_signals.install()
+    replay = None
+    if getattr(args, "replay", None):
+        from evalmislead_assets.cli import replay as replays
+        from evalmislead_assets.study.conditions import CONDITION_NAMES as ALL_CONDITIONS
+
+        chosen = [c.strip() for c in args.conditions.split(",") if c.strip()]
+        args.conditions = ",".join(chosen if chosen not in ([], ["all"]) else ALL_CONDITIONS)
+        folder = replays.DEFAULT_PACK if args.replay == "bundled" else Path(args.replay).expanduser()
+        try:
+            replay = replays.prepare(folder, args.conditions.split(","))
+        except replays.answer_pack.PackError as exc:
+            raise ConfigError(str(exc)) from None
+        args.full = True  # the recorded study's own caps and problems, not the demo's
     if not args.full:
         settings.set_defaults({
             "EVALMISLEAD_PROBLEMS": DEMO_PROBLEMS,
@@ -81,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_check.check_before_run()  # every setting, the DB path and the input files, before anything starts
     run_guard.hold_data_folder(cfg.db)  # one run per data folder: a second one stops here, naming this pid
     home = ensure_dagster_home()
+    if replay is not None:
+        print(f"evalmislead: {replay.line()}", flush=True)
+        print(f"evalmislead: {replays.import_into(cfg.db, replay)}", flush=True)
 
     from dagster import AssetKey, DagsterInstance
 

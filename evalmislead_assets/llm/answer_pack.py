@@ -5,6 +5,7 @@ A pack is a folder:
 - ``manifest.json``: format, model, provenance the wiring supplies (model file sha256, prompt template
   hashes, settings, git commit, dates) and one entry per shard (file, sha256, answers, first/last time);
 - ``server_props.json``: every ``/props`` document an answer names (server build, slots, model path);
+- ``study.toml``: the one-model study file the answers were recorded with (`evalmislead run --replay` uses it);
 - ``answers-NNNN.jsonl.gz``: the answers, one JSON object a line: the ``llm_cache`` row (cache key,
   exact request body, response body, latency, time) and what its ``llm_calls`` row says (asset,
   condition, thinking, task, token counts). Shards are written once and never changed, so a long
@@ -33,6 +34,7 @@ from evalmislead_assets.store.hashing import sha256_text
 PACK_FORMAT = 1
 MANIFEST = "manifest.json"
 PROPS_FILE = "server_props.json"
+STUDY_FILE = "study.toml"  # the one-model study file the answers were recorded with (the replay reads it)
 SHARD_SIZE = 100  # answers per shard: a shard of the 1.5B's answers is about 100 kB compressed
 # the llm_calls columns kept beside each answer (provenance of the request that produced it)
 CALL_FIELDS = ("asset", "condition", "thinking", "task_id", "ts", "prompt_tokens", "completion_tokens")

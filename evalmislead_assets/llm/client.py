@@ -32,8 +32,8 @@ from evalmislead_assets.llm.errors import Attempt, one_line
 from evalmislead_assets.llm.server_props import probe_servers
 from evalmislead_assets.llm.call_store import CallStore
 from evalmislead_assets.llm.types import (
-    BatchStats, ChatRequest, ChatResult, LLMFailing, LLMUnreachable, request_body, result_from_response,
-    server_settings,
+    BatchStats, ChatRequest, ChatResult, LLMFailing, LLMUnreachable, NotRecorded, request_body,
+    result_from_response, server_settings,
 )
 from evalmislead_assets.llm.stop_signals import StopRequested, stop_requested
 from evalmislead_assets.store.database import Warehouse
@@ -81,8 +81,11 @@ class ChatClient:
         progress_every_s: float = 30.0,
         error_streak: int = 6,
         template_kwargs: Mapping[str, Any] | None = None,
+        cache_only: bool = False,
     ) -> None:
         self._urls = urls
+        # a replay: every answer must come from llm_cache (an imported pack); a miss sends nothing and fails
+        self.cache_only = cache_only
         self.template_kwargs = dict(template_kwargs or {})  # the model's chat-template arguments (study.toml)
         self.model = model
         self.max_in_flight = max(1, max_in_flight)
@@ -163,6 +166,12 @@ class ChatClient:
             for key, body, req in zip(keys, bodies, requests):
                 if key not in results and key not in jobs:
                     jobs[key] = _Job(key, body, req, replace_cached=key in bad)
+            if jobs and self.cache_only and not bypass_cache:
+                first = next(iter(jobs.values())).request.task_id
+                raise NotRecorded(
+                    f"{label}: {len(jobs)} of {len(requests)} answers are not recorded (first: {first}) and this run "
+                    "replays recorded answers only (--replay); nothing was sent: import the pack that holds them "
+                    "(evalmislead answers import DIR) or run without --replay to generate them")
             if jobs:
                 log.info(f"{label}: {len(requests)} requests, {stats.cache_hits} from the cache, sending {len(jobs)}")
                 props_by_url = props_by_url or self._probe(store, http, self._resolve_urls(log), log)

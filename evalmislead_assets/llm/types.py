@@ -74,6 +74,10 @@ class LLMFailing(LLMUnreachable):
     """Servers answer, but only with errors: the batch stopped early; the message is one line with the count."""
 
 
+class NotRecorded(LLMUnreachable):
+    """A replay (cache only) met a request with no stored answer: nothing was sent; one line naming it."""
+
+
 def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 

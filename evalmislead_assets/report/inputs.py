@@ -41,6 +41,7 @@ INPUTS: dict[str, tuple[str, ...] | None] = {
     "test_coverage": None,
     "mutation_scores": None,
     "mutants": None,
+    "tool_policy": None,
 }
 
 

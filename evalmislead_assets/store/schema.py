@@ -211,6 +211,17 @@ _SPECS: tuple[Table, ...] = (
         ("excludes_zero", "BOOLEAN"),
     ),
     _table(
+        "tool_policy", "per condition × thinking: what a generator keeping only tests that pass on the code would keep",
+        _CONDITION, _THINKING,
+        ("filter_version", "VARCHAR", "the version the tool runs the tests against: fixed for fixed_code, else buggy"),
+        ("n_tests", "INTEGER"), ("n_kept", "INTEGER", "tests passing on filter_version"),
+        ("kept_misleading", "INTEGER"), ("n_misleading", "INTEGER"), ("kept_effective", "INTEGER"),
+        ("discarded_effective", "INTEGER"), ("n_effective", "INTEGER"), ("problems_with_effective", "INTEGER"),
+        ("problems_with_kept_effective", "INTEGER"),
+        ("kept_bug_revealing_rate", "DOUBLE", "kept effective / kept; NaN when nothing is kept"),
+        ("kept_misleading_rate", "DOUBLE", "kept misleading / kept; NaN when nothing is kept"),
+    ),
+    _table(
         "reasoning_mentions", "per thinking-on answer: does its reasoning say the code is wrong?",
         _PLAN, _KEYWORDS, _CONDITION, _THINKING, _TASK, _IDX, ("has_reasoning", "BOOLEAN"),
         ("reasoning_chars", "INTEGER"), ("mentions", "BOOLEAN"), ("n_matches", "INTEGER"),
@@ -308,7 +319,7 @@ PER_MODEL_TABLES: tuple[str, ...] = (
     "model_specs", "test_generations", "determinism_probe", "generated_tests", "test_outcomes", "test_coverage",
     "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
     "reasoning_mentions", "reasoning_mention_matches", "reasoning_mention_summary", "spec_label_splits",
-    "spec_labels", "spec_label_agreement", "mutation_scores", "mutant_kills",
+    "spec_labels", "spec_label_agreement", "mutation_scores", "mutant_kills", "tool_policy",
 )
 _MODEL = Column(MODEL_COLUMN, "VARCHAR", "the study's name of the model whose answers the row comes from (study.toml)")
 _SPECS = tuple(Table(t.name, t.description, (*t.columns, _MODEL)) if t.name in PER_MODEL_TABLES else t

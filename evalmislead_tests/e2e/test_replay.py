@@ -1,0 +1,81 @@
+"""Record answers with the real recorder and the bundled 0.5B, then replay them with `evalmislead run --replay`:
+the replay sends no generation or judge request (only the probe's live sample), scores the recorded answers,
+and a pack recorded under other prompts is refused in one line before anything is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from evalmislead_assets import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALMISLEAD_", "DAGSTER_HOME"))}
+    env.update(extra)
+    return env
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_recorded_answers_replay_without_requests(tmp_path: Path) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text('[[models]]\nname = "coder"\nbundled = "qwen2.5-coder-0.5b"\nslots = 1\nmax_tokens_off = 160\n')
+    pack = tmp_path / "pack"
+    record = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "record_answers.py"), "--study", str(study), "--home",
+         str(tmp_path / "rec"), "--problems", "30", "--conditions", "buggy_code,fixed_code,model_spec",
+         "--pack", str(pack)],
+        env=_env(EVALMISLEAD_JUDGE_MAX_TOKENS="48"), capture_output=True, text=True, timeout=1500)
+    assert record.returncode == 0, record.stdout[-3000:] + record.stderr[-3000:]
+    manifest = json.loads((pack / "manifest.json").read_text())
+    # specs, judge and three conditions of one problem
+    assert manifest["answers"] == 5 and manifest["model"] == "Qwen2.5-Coder-0.5B-Instruct-Q4_K_M"
+    assert (pack / "study.toml").read_text() == study.read_text()
+
+    home = tmp_path / "replay"
+    env = _env(EVALMISLEAD_HOME=str(home), DAGSTER_HOME=str(tmp_path / "dh"), EVALMISLEAD_PROBE_N="1",
+               EVALMISLEAD_JUDGE_MAX_TOKENS="48")
+    cmd = [sys.executable, "-m", "evalmislead_assets.cli", "run", "--replay", str(pack), "--conditions",
+           "buggy_code,fixed_code,model_spec"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    assert "replaying 5 recorded answers" in proc.stdout and "imported 5 answers" in proc.stdout
+    con = duckdb.connect(str(home / "evalmislead.duckdb"), read_only=True)
+    sent = con.execute("SELECT asset, count(*) FROM llm_calls GROUP BY asset").fetchall()
+    assert sent == [("determinism_probe", 1)], sent  # nothing but the live sample went to a server
+    recorded = {a for a, in con.execute("SELECT cache_key FROM llm_cache").fetchall()}
+    used = {k for k, in con.execute("SELECT cache_key FROM test_generations UNION ALL SELECT cache_key FROM "
+                                    "model_specs").fetchall()}
+    assert used <= recorded and len(used) == 4
+    assert con.execute("SELECT count(*) FROM spec_labels WHERE judge_cache_key IS NOT NULL").fetchone()[0] == 1
+    groups = con.execute("SELECT count(DISTINCT condition) FROM test_outcomes").fetchone()[0]
+    assert con.execute("SELECT count(*) FROM tool_policy").fetchone()[0] == groups
+    assert (home / "report" / "report.md").is_file()
+    con.close()
+
+    # again: the import changes nothing and the tables come out the same
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
+    assert again.returncode == 0 and "imported 0 answers into llm_cache (5 already there)" in again.stdout
+
+    # a changed prompt: refused in one line, exit 2, nothing imported into a fresh folder
+    prompts = tmp_path / "prompts"
+    shutil.copytree(settings.prompts_dir(), prompts)
+    (prompts / "spec.md").write_text((prompts / "spec.md").read_text() + "\nKeep it short.\n")
+    fresh = tmp_path / "fresh"
+    bad = subprocess.run(cmd, env=env | {"EVALMISLEAD_HOME": str(fresh), "EVALMISLEAD_PROMPTS_DIR": str(prompts)},
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2, bad.stdout[-2000:] + bad.stderr[-2000:]
+    assert len(bad.stderr.strip().splitlines()) == 1 and "refused" in bad.stderr and "Keep it short" in bad.stderr
+    if (fresh / "evalmislead.duckdb").exists():
+        con = duckdb.connect(str(fresh / "evalmislead.duckdb"), read_only=True)
+        assert con.execute("SELECT count(*) FROM llm_cache").fetchone()[0] == 0
