@@ -170,7 +170,7 @@ def max_mutation_runs_per_file() -> int:
     return _int_env("EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE", DEFAULT_MAX_MUTATION_RUNS_PER_FILE)
 
 
-def parse_problem_list(raw: str, n_problems: int = 164) -> list[int] | None:
+def parse_problem_list(raw: str, n_problems: int = 164, source: str = "EVALMISLEAD_PROBLEMS") -> list[int] | None:
     """'30,0,1' or '0-4,30' -> sorted problem indices; 'all' -> None (all).
 
     An empty list ('' or ',') and a reversed range ('5-3') are errors, never "all" or nothing:
@@ -181,7 +181,7 @@ def parse_problem_list(raw: str, n_problems: int = 164) -> list[int] | None:
         return None
     parts = [part.strip() for part in raw.split(",") if part.strip()]
     if not parts:
-        raise ConfigError(f"EVALMISLEAD_PROBLEMS={raw!r} names no problem; unset it for all {n_problems} "
+        raise ConfigError(f"{source}={raw!r} names no problem; unset it for all {n_problems} "
                           "problems or name some, e.g. '30,0,1' or '0-4'")
     out: set[int] = set()
     for part in parts:
@@ -189,22 +189,48 @@ def parse_problem_list(raw: str, n_problems: int = 164) -> list[int] | None:
             lo, hi = (int(x) for x in part.split("-", 1)) if "-" in part else [int(part.removeprefix("Python/"))] * 2
         except ValueError:
             raise ConfigError(
-                f"EVALMISLEAD_PROBLEMS has {part!r}; use problem numbers like '30,0,1' or ranges like '0-4'"
+                f"{source} has {part!r}; use problem numbers like '30,0,1' or ranges like '0-4'"
             ) from None
         if lo > hi:
-            raise ConfigError(f"EVALMISLEAD_PROBLEMS has the reversed range {part!r}; write it low-high, "
+            raise ConfigError(f"{source} has the reversed range {part!r}; write it low-high, "
                               f"e.g. '{hi}-{lo}'")
         out.update(range(lo, hi + 1))
     bad = sorted(i for i in out if not 0 <= i < n_problems)
     if bad:
-        raise ConfigError(f"EVALMISLEAD_PROBLEMS names {bad}; problem numbers run from 0 to {n_problems - 1}")
+        raise ConfigError(f"{source} names {bad}; problem numbers run from 0 to {n_problems - 1}")
     return sorted(out)
 
 
 def problem_subset() -> list[int] | None:
-    """EVALMISLEAD_PROBLEMS: unset = all problems; set, it must name some (see parse_problem_list)."""
+    """EVALMISLEAD_PROBLEMS (or `evalmislead run --problems`), else the study file's `problems`, else all.
+
+    The study file is where a study's settings live; the variable overrides it, visibly (problem_source)."""
     raw = os.environ.get("EVALMISLEAD_PROBLEMS")
-    return None if raw is None else parse_problem_list(raw)
+    if raw is not None:
+        return parse_problem_list(raw)
+    value = study_setting("problems")
+    if value is None:
+        return None
+    text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    return parse_problem_list(text, source=f"problems in {study_path()}")
+
+
+def problem_source() -> str:
+    """Where the problem subset comes from, for the run's header line."""
+    if os.environ.get("EVALMISLEAD_PROBLEMS") is not None:
+        return "EVALMISLEAD_PROBLEMS"
+    return f"the study file {study_path()}" if study_setting("problems") is not None else "default: all"
+
+
+def study_setting(name: str) -> object:
+    """A top-level setting of the study file (``problems = "0-9"``), None when absent or unreadable (the
+    study's own loader names a bad file)."""
+    import tomllib
+
+    try:
+        return tomllib.loads(study_path().read_text()).get(name)
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
 
 
 def _url_list(name: str) -> list[str]:
@@ -245,6 +271,15 @@ def model_selection() -> list[str] | None:
 def set_model_selection(names: str) -> None:
     """`evalmislead run --models a,b`: the models this process runs (read by study_models)."""
     os.environ["EVALMISLEAD_MODELS"] = names
+
+
+def secret(name: str, wanted_by: str) -> str:
+    """The value of the variable ``name`` (an API key); one line naming it when it is unset or empty."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        raise ConfigError(f"{wanted_by} names the variable {name}, which is not set; export {name}=<your key> "
+                          "before the run (the key is sent as a bearer token and stored nowhere)")
+    return value
 
 
 def replay_only() -> bool:

@@ -18,7 +18,9 @@ from evalmislead_assets.study.models import ModelSpec, Study, StudyError, load_s
 
 
 def _bundled_default(model: embedded_model.BundledModel) -> ModelSpec:
-    return ModelSpec(name=model.name, bundled=model.name, parameters=model.parameters, family="Qwen2.5-Coder")
+    # the bundled coders have no thinking mode: thinking-on work for them is refused before it starts
+    return ModelSpec(name=model.name, bundled=model.name, parameters=model.parameters, family="Qwen2.5-Coder",
+                     thinking=False)
 
 
 BUNDLED_DEFAULTS: dict[str, ModelSpec] = {m.name: _bundled_default(m) for m in embedded_model.BUNDLED.values()}
@@ -29,7 +31,8 @@ def _filled(m: ModelSpec) -> ModelSpec:
     if not m.bundled:
         return m
     known = BUNDLED_DEFAULTS[m.bundled]
-    return dataclasses.replace(m, parameters=m.parameters or known.parameters, family=m.family or known.family)
+    return dataclasses.replace(m, parameters=m.parameters or known.parameters, family=m.family or known.family,
+                               thinking=known.thinking if m.thinking is None else m.thinking)
 
 
 def load() -> Study:
@@ -40,6 +43,9 @@ def load() -> Study:
     if names is not None:
         study = select(study, names, BUNDLED_DEFAULTS)
     study = Study(tuple(_filled(m) for m in study.models), study.source)
+    if not study.prefixed and (settings.llm_urls() or settings.embedded_model_override()):
+        # another model answers (a server URL or GGUF from the environment): the file's capability does not apply
+        study = Study((dataclasses.replace(study.models[0], thinking=None),), study.source)
     if study.prefixed:
         for variable, value in (("EVALMISLEAD_LLM_URL", settings.llm_urls()),
                                 ("EVALMISLEAD_EMBEDDED_MODEL", settings.embedded_model_override())):

@@ -26,7 +26,7 @@ from evalmislead_assets.llm import prompts
 from evalmislead_assets.assets.model_scope import model_of
 from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS, study_problems
 from evalmislead_assets.study.conditions import empty_spec_error
-from evalmislead_assets.study.models import ModelSpec
+from evalmislead_assets.study.models import ModelSpec, StudyError
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
@@ -145,6 +145,12 @@ def _generate(
     if problems.empty:
         raise Failure(f"{asset_name}: no validated problem in EVALMISLEAD_PROBLEMS; widen the subset")
     model = model_of(context)
+    try:  # before any request: a model that declares it cannot think gets no thinking-on work (unless the
+        # resource names its own server: another model answers then)
+        if not llm.urls.strip():
+            model.refuse_thinking(thinking, str(settings.study_path()))
+    except StudyError as exc:
+        raise Failure(description=str(exc)) from None
     requests = _requests(asset_name, condition, thinking, problems, rendered, config, model)
     context.log.info(
         f"{asset_name}[{condition or '-'}|{thinking}] of {model.name}: {len(requests)} problems, "

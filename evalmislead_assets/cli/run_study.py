@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -52,6 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", default="",
                    help="comma-separated models to run: names in the study file (study.toml) or bundled models "
                         "(qwen2.5-coder-0.5b, qwen2.5-coder-1.5b); default: the study file's models")
+    p.add_argument("--problems", default="",
+                   help="problems to run, e.g. 0-9,30 (overrides the study file's problems and EVALMISLEAD_PROBLEMS)")
     p.add_argument("--full", action="store_true",
                    help="all 164 problems, all six conditions and the protocol's caps unless EVALMISLEAD_* say otherwise")
     p.add_argument("--replay", nargs="?", const="bundled", default=None, metavar="PACK",
@@ -74,6 +77,8 @@ def ensure_dagster_home() -> Path:
 def run(args: argparse.Namespace) -> int:
     # SIGINT / SIGTERM: stop in seconds with 130 / 143 (a second signal exits at once), see stop_signals
     stop_signals.install()
+    if getattr(args, "problems", ""):
+        os.environ["EVALMISLEAD_PROBLEMS"] = args.problems  # the flag wins over the study file and the variable
     replay = None
     if getattr(args, "replay", None):
         from evalmislead_assets.cli import replay as replays
@@ -88,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(str(exc)) from None
         args.full = True  # the recorded study's own caps and problems, not the demo's
     if not args.full:
+        if settings.study_setting("problems") is None:  # the study file's problems win over the demo's
+            settings.set_defaults({"EVALMISLEAD_PROBLEMS": DEMO_PROBLEMS})
         settings.set_defaults({
-            "EVALMISLEAD_PROBLEMS": DEMO_PROBLEMS,
             "EVALMISLEAD_MAX_TOKENS_OFF": DEMO_MAX_TOKENS_OFF,
             "EVALMISLEAD_MAX_TOKENS_ON": DEMO_MAX_TOKENS_ON,
             "EVALMISLEAD_PROBE_N": DEMO_PROBE_N,
@@ -126,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
     instance = DagsterInstance.get()
     for stale in fail_stale_runs(instance):  # a killed run's partition is free again
         print(f"evalmislead: {stale.line()}", flush=True)
-    subset = "all 164" if cfg.problems is None else ",".join(map(str, cfg.problems))
+    subset = ("all 164" if cfg.problems is None else ",".join(map(str, cfg.problems))) + \
+        f" (from {settings.problem_source()})"
     print(f"evalmislead: DuckDB {cfg.db}; DAGSTER_HOME {home}; problems {subset}; "
           f"max_tokens off={cfg.max_tokens_off} on={cfg.max_tokens_on}; "
           f"LLM {','.join(cfg.llm_urls) or 'embedded llama-server'}", flush=True)
@@ -157,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
                              "(stored rows are kept; re-run to resume)")
         print(f"evalmislead: done {label} in {time.monotonic() - t0:.1f} s (run {result.run_id})", flush=True)
 
+    for model in study.models:  # before anything runs: thinking-on work for a model that cannot think
+        for mode in modes:
+            model.refuse_thinking(mode, study.source)
     progress = Progress(cfg.db, cfg.problems, conditions, modes, study.names)
     step(["problems", "problem_validation", "mutants"])
     for model in study.models:  # one model after the other: on a CPU box one server at a time
@@ -252,4 +262,4 @@ def _print_summary(db: Path, since: object, study: Study) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run(argparse.Namespace(thinking="off", conditions="", full=False, log_level="INFO")))
+    sys.exit(run(argparse.Namespace(thinking="off", conditions="", full=False, log_level="INFO", problems="")))

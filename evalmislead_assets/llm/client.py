@@ -82,10 +82,13 @@ class ChatClient:
         error_streak: int = 6,
         template_kwargs: Mapping[str, Any] | None = None,
         cache_only: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self._urls = urls
         # a replay: every answer must come from llm_cache (an imported pack); a miss sends nothing and fails
         self.cache_only = cache_only
+        # sent with every request (a hosted endpoint's Authorization): never stored, hashed or logged
+        self._headers = dict(headers or {})
         self.template_kwargs = dict(template_kwargs or {})  # the model's chat-template arguments (study.toml)
         self.model = model
         self.max_in_flight = max(1, max_in_flight)
@@ -109,7 +112,7 @@ class ChatClient:
 
     def _http(self) -> httpx.Client:
         return httpx.Client(timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
-                            transport=self.transport)
+                            transport=self.transport, headers=self._headers)
 
     def _probe(self, store: CallStore, http: httpx.Client, urls: list[str], log: Any) -> dict[str, tuple[str, dict[str, Any]]]:
         return probe_servers(store, http, urls, log, self.retries, self.backoff_s, self.progress_every_s)

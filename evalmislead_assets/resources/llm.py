@@ -72,7 +72,7 @@ class LLMResource(ConfigurableResource):
             url_source, model=alias, max_in_flight=in_flight, timeout_s=self.timeout_s,
             retries=self.retries, seed=self.seed, backoff_s=self.backoff_s, transport=transport,
             deadline_s=self.deadline_s or settings.llm_deadline_s(), progress_every_s=self.progress_every_s,
-            template_kwargs=spec.chat_template_kwargs, cache_only=settings.replay_only(),
+            template_kwargs=spec.chat_template_kwargs, cache_only=settings.replay_only(), headers=_headers(spec),
         )
 
     def run_batch_with_stats(
@@ -85,6 +85,14 @@ class LLMResource(ConfigurableResource):
         self, warehouse: Warehouse, requests: list[ChatRequest], log: Any = None, model: Optional[ModelSpec] = None
     ) -> list[ChatResult]:
         return self.client(model=model).run_batch(warehouse, requests, log)[0]
+
+
+def _headers(spec: ModelSpec) -> dict[str, str]:
+    """The model's extra headers and, with api_key_env, its bearer token (read from the environment now)."""
+    headers = dict(spec.headers)
+    if spec.api_key_env:
+        headers["Authorization"] = f"Bearer {settings.secret(spec.api_key_env, f'model {spec.name} (api_key_env)')}"
+    return headers
 
 
 def _alias(spec: ModelSpec) -> str:

@@ -13,6 +13,13 @@ Plain data (no Dagster). The file lists one ``[[models]]`` table per model::
     # max_tokens_on = 1024
     # parameters = "1.5B"             # size label for the size table (bundled models know theirs)
     # family = "Qwen2.5-Coder"        # models of one family form the size table
+    # thinking = false                # can it think? false: thinking-on work is refused (bundled coders: false)
+    # api_key_env = "OPENAI_API_KEY"  # a hosted endpoint's key: the variable is read at run time and sent as
+    #                                 # "Authorization: Bearer ..."; never stored in a row, a cache key or a log
+    # headers = {"X-Org" = "lab"}     # more HTTP headers for this model's server (not stored either)
+
+Top level, the study's own settings: ``problems = "0-9,30"`` (or a list of numbers; EVALMISLEAD_PROBLEMS and
+``evalmislead run --problems`` override it).
 
 A study of one model keeps the asset keys unprefixed (``test_generations``); with several, each
 model's assets are prefixed with its key (``qwen2_5_coder_1_5b/test_generations``).
@@ -31,7 +38,8 @@ from evalmislead_assets.errors import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _KEYS = {"name", "bundled", "gguf", "urls", "slots", "chat_template_kwargs", "max_tokens_off", "max_tokens_on",
-         "parameters", "family"}
+         "parameters", "family", "thinking", "api_key_env", "headers"}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 class StudyError(ConfigError):
@@ -55,6 +63,9 @@ class ModelSpec:
     max_tokens_on: int | None = None
     parameters: str = ""
     family: str = ""
+    thinking: bool | None = None  # None: not declared (thinking-on work is allowed, and checked per answer)
+    api_key_env: str = ""  # the variable holding the endpoint's key (its value is read only when sending)
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -63,6 +74,12 @@ class ModelSpec:
 
     def max_tokens(self, thinking: str) -> int | None:
         return self.max_tokens_off if thinking == "off" else self.max_tokens_on
+
+    def refuse_thinking(self, mode: str, source: str) -> None:
+        """One line when thinking-on work is asked of a model that declares it cannot think."""
+        if mode == "on" and self.thinking is False:
+            raise StudyError(f"model {self.name} cannot think (thinking = false in {source}): thinking-on work is "
+                             "refused; run thinking off, or set thinking = true for a model with a thinking mode")
 
     def reach(self) -> str:
         if self.urls:
@@ -135,11 +152,24 @@ def _model(raw: Any, where: str, bundled_names: Iterable[str]) -> ModelSpec:
     if not isinstance(kwargs, dict) or "enable_thinking" in kwargs:
         raise StudyError(f"{where} ({name}): chat_template_kwargs must be a table without enable_thinking "
                          "(the thinking partition sets it)")
+    thinking = raw.get("thinking")
+    if thinking is not None and not isinstance(thinking, bool):
+        raise StudyError(f"{where} ({name}): thinking = {thinking!r} must be true or false")
+    key_env = raw.get("api_key_env", "")
+    if not isinstance(key_env, str) or (key_env and not _ENV_NAME.match(key_env)):
+        raise StudyError(f"{where} ({name}): api_key_env = {key_env!r} must name an environment variable, e.g. "
+                         "OPENAI_API_KEY (the key itself never goes in the study file)")
+    headers = raw.get("headers", {})
+    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+        raise StudyError(f"{where} ({name}): headers must be a table of strings")
+    if any(k.lower() == "authorization" for k in headers):
+        raise StudyError(f"{where} ({name}): put the key in an environment variable named by api_key_env, "
+                         "not in headers (the study file is committed and shared)")
     return ModelSpec(
         name=name, bundled=bundled, gguf=str(raw.get("gguf", "")), urls=tuple(u.rstrip("/") for u in urls),
         slots=ints["slots"], chat_template_kwargs=dict(kwargs), max_tokens_off=ints["max_tokens_off"],
         max_tokens_on=ints["max_tokens_on"], parameters=str(raw.get("parameters", "")),
-        family=str(raw.get("family", "")),
+        family=str(raw.get("family", "")), thinking=thinking, api_key_env=key_env, headers=dict(headers),
     )
 
 
@@ -148,6 +178,13 @@ def parse_study(text: str, source: str, bundled_names: Iterable[str]) -> Study:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise StudyError(f"{source} is not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - {"models", "problems"})
+    if unknown:
+        raise StudyError(f"{source}: unknown top-level key(s) {unknown}; allowed: models, problems")
+    problems = data.get("problems")
+    if problems is not None and not (isinstance(problems, str) or (
+            isinstance(problems, list) and all(isinstance(p, int) and not isinstance(p, bool) for p in problems))):
+        raise StudyError(f"{source}: problems = {problems!r} must be a string like \"0-9,30\" or a list of numbers")
     raw_models = data.get("models")
     if not isinstance(raw_models, list) or not raw_models:
         raise StudyError(f"{source} lists no model; add a [[models]] table with a name and bundled, gguf or urls")

@@ -292,3 +292,23 @@ def test_a_failing_server_fails_the_step_never_a_zero_test_answer(seeded_warehou
     assert "model_specs[-|off]: 2 of 2 requests failed (first: Python/" in message and "\n" not in message, message
     assert _count(wh, "model_specs") == 0 and _count(wh, "llm_cache") == 0
     assert not result.asset_materializations_for_node(generation.model_specs.op.name)
+
+
+def test_thinking_on_for_a_model_that_cannot_think_fails_before_any_request(seeded_warehouse, monkeypatch) -> None:
+    """The default study's bundled coder declares thinking = false: a thinking-on partition fails in one line,
+    sends nothing and starts no server (the Dagster route of the CLI's refusal)."""
+    from evalmislead_assets import study_models
+
+    for name in ("EVALMISLEAD_STUDY", "EVALMISLEAD_LLM_URL", "EVALMISLEAD_EMBEDDED_MODEL", "EVALMISLEAD_MODELS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30")
+    study_models.reset()
+    try:
+        result = _run("", generation.model_specs, "on", raise_on_error=False)
+    finally:
+        study_models.reset()
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message.strip()
+    assert "cannot think" in message and "\n" not in message
+    assert _count(seeded_warehouse, "llm_calls") == 0

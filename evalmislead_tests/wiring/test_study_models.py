@@ -276,3 +276,24 @@ def test_rows_without_a_model_belong_to_the_study_files_first_model_whatever_is_
     assert study_models.study().names == ["qwen2.5-coder-1.5b"]
     assert study_models.unnamed_rows_model() == "qwen2.5-coder-0.5b"
     assert study_models.model_filter_sql("qwen2.5-coder-1.5b")[1] == ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
+
+
+def test_thinking_on_for_a_bundled_coder_is_refused_in_one_line(tmp_path, monkeypatch):
+    """The bundled coders declare no thinking mode: `run --thinking on` stops before any step (exit 2, one line);
+    with a server URL from the environment another model answers, so nothing is refused."""
+    import subprocess
+    import sys
+
+    study = _study(tmp_path / "study.toml", '[[models]]\nname = "c"\nbundled = "qwen2.5-coder-0.5b"\n', monkeypatch)
+    assert study.models[0].thinking is False
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("EVALMISLEAD_")}
+    env.update({"EVALMISLEAD_STUDY": str(tmp_path / "study.toml"), "EVALMISLEAD_HOME": str(tmp_path / "home"),
+                "DAGSTER_HOME": str(tmp_path / "dh")})
+    proc = subprocess.run([sys.executable, "-m", "evalmislead_assets.cli", "run", "--thinking", "on"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stderr.strip().count("\n") == 0 and "cannot think" in proc.stderr
+    assert "materializing" not in proc.stdout
+    monkeypatch.setenv("EVALMISLEAD_LLM_URL", "http://127.0.0.1:9")
+    study_models.reset()
+    assert study_models.study().models[0].thinking is None
