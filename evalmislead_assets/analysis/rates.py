@@ -23,6 +23,7 @@ import pandas as pd
 from evalmislead_assets.analysis import plan as analysis_plan
 from evalmislead_assets.store import schema
 from evalmislead_assets.analysis import bootstrap
+from evalmislead_assets.analysis.rate_interval import cluster_wilson
 from evalmislead_assets.analysis.plan import (
     CELLS, KEY, METRICS, SUBSET_CONDITIONS, Plan, answered, cells_present, per_problem, problem_counts, universe,
 )
@@ -71,10 +72,10 @@ def condition_rates(
         failed = t["import_ok"].map(analysis_plan.is_false).astype(bool)  # NULL is not False
         file_failed = failed & analysis_plan.has_code(t)
         n_tests = int(pp["n_tests"].sum())
-        ivs = bootstrap.rate_intervals(
-            pp[["n_misleading", "n_effective"]].to_numpy(), np.column_stack([pp["n_tests"]] * 2),
-            **plan.boot_kwargs(),
-        ) if n_tests else [None, None]
+        # per-condition rates: cluster-adjusted Wilson (rate_interval.py, plan 1.3.0), which does not collapse
+        # to a width of 0 when a cell has few or no events; the comparisons keep the paired bootstrap
+        ivs = [cluster_wilson(pp[f"n_{c}"].to_numpy(), pp["n_tests"].to_numpy(), plan.level)
+               for c in ("misleading", "effective")] if n_tests else [None, None]
         row = {
             "condition": condition, "thinking": thinking, "n_problems": len(pp), "n_answers": int(g["task_id"].nunique()),
             "n_errors": int(errors.sum()), "n_tests": n_tests,

@@ -154,8 +154,10 @@ def build(data: ReportData, plan: Plan, notes: list[str] | None = None) -> Repor
         absent = [f"{c}|{t}" for t in THINKING_MODES for c in CONDITION_NAMES if (c, t) not in present]
         L = ["# evalmislead: study report", "",
              f"Generated {now} from the stored rows. Analysis plan v{plan.version} (`{plan.sha256[:12]}`): "
-             f"paired bootstrap over problems, {plan.n_boot:,} resamples, {level_label(plan.level)} percentile "
-             f"intervals, seed {plan.seed}. A rate is a cell count over all tests of the condition.", ""]
+             f"comparisons by a paired bootstrap over problems, {plan.n_boot:,} resamples, {level_label(plan.level)} "
+             f"percentile intervals, seed {plan.seed}; a condition's own rate by a {level_label(plan.level)} "
+             "cluster-adjusted Wilson interval (tests clustered in problems; it does not collapse when a cell has "
+             "few or no events). A rate is a cell count over all tests of the condition.", ""]
         if data.study_problems is not None:
             L.append(f"Problems answered: {data.study_problems}.")
         if absent:
@@ -170,7 +172,7 @@ def build(data: ReportData, plan: Plan, notes: list[str] | None = None) -> Repor
         for mode in THINKING_MODES:
             if (rates["thinking"] == mode).any() if len(rates) else False:
                 L += [f"### Thinking {mode}" + (" (primary)" if mode == plan.primary_thinking else " (report-only)"),
-                      "", "Rates with their " + level_label(plan.level) + " percentile intervals (%).", "",
+                      "", "Rates with their " + level_label(plan.level) + " cluster-adjusted Wilson intervals (%).", "",
                       md_table(rates_table(rates, mode)), ""]
         if "rates.png" in plots:
             L += [f"![Rates per condition]({image_ref('rates.png', plots['rates.png'])})", ""]

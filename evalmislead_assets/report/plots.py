@@ -43,7 +43,7 @@ def rates_plot(rates: pd.DataFrame) -> bytes | None:
         ax.set_ylabel("% of all tests")
         ax.set_title(f"thinking {mode}")
         ax.legend(fontsize=8)
-    fig.suptitle(f"Rates per condition ({level_label(float(rates['level'].iloc[0]))} percentile intervals)", fontsize=10)
+    fig.suptitle(f"Rates per condition ({level_label(float(rates['level'].iloc[0]))} cluster-adjusted Wilson intervals)", fontsize=10)
     return _png(fig)
 
 
