@@ -32,6 +32,7 @@ from evalmislead_assets.analysis.spec_labels import (
 from evalmislead_assets.report.build import build, load_data, write
 from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.report.inputs import INPUTS
+from evalmislead_assets.report.viewer import write_viewer
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.prompts import load_template
@@ -281,13 +282,16 @@ REPORT_INS = {name: AssetIn(metadata={"columns": list(columns)}) if columns else
 def study_report(context: AssetExecutionContext, **inputs: pd.DataFrame) -> MaterializeResult:
     plan = study_plan()
     data = load_data(inputs, review_csv=review_csv(context))
-    written = write(build(data, plan), model_path(context, settings.report_dir()))
-    context.log.info(f"study report written to {written.html_path}")
+    folder = model_path(context, settings.report_dir())
+    written = write(build(data, plan), folder)
+    viewer = write_viewer(inputs, folder / "viewer")
+    context.log.info(f"study report written to {written.html_path}; every answer and test: {viewer}")
     # files, not a table: nothing for the IO manager to store
     return MaterializeResult(metadata={
         "report": MetadataValue.md(written.markdown_ui),
         "html": MetadataValue.path(str(written.html_path)),
         "markdown": MetadataValue.path(str(written.markdown_path)),
         "plots": MetadataValue.json([str(p) for p in written.plot_paths]),
+        "viewer": MetadataValue.path(str(viewer)),
         **_plan_meta(plan),
     })

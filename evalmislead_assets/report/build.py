@@ -158,6 +158,9 @@ def build(data: ReportData, plan: Plan, notes: list[str] | None = None) -> Repor
              f"percentile intervals, seed {plan.seed}; a condition's own rate by a {level_label(plan.level)} "
              "cluster-adjusted Wilson interval (tests clustered in problems; it does not collapse when a cell has "
              "few or no events). A rate is a cell count over all tests of the condition.", ""]
+        L += ["Every answer and test, one page each (prompt, answer, extracted file, each test's status on both "
+              "versions, the bug's diff): [viewer/index.html](viewer/index.html); the misleading tests: "
+              "[viewer/index.html#misleading](viewer/index.html#misleading).", ""]
         if data.study_problems is not None:
             L.append(f"Problems answered: {data.study_problems}.")
         if absent:

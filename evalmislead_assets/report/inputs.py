@@ -34,7 +34,9 @@ INPUTS: dict[str, tuple[str, ...] | None] = {
     "problem_validation": None,
     "generated_tests": ("condition", "thinking", "task_id", "source", "extraction", "error", "one_version_ids",
                         "n_tests_over_cap"),
-    "test_generations": ("condition", "thinking", "task_id", "error"),
+    # the per-test viewer (viewer.py) shows each answer with its prompt
+    "test_generations": ("condition", "thinking", "task_id", "problem_idx", "error", "finish_reason",
+                         "completion_tokens", "response_text", "request_json"),
     "problems": ("task_id", "entry_point", "buggy_code", "fixed_code", "bug_type"),
     "model_specs": ("thinking", "task_id", "spec_text"),
     "determinism_probe": None,
