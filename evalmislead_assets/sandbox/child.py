@@ -309,9 +309,17 @@ def _test_id(item: Any) -> str:
 
 
 def _status(reports: list[Any]) -> tuple[str, str]:
-    """pytest's setup/call/teardown reports -> one status; passed only if the call phase passed."""
-    by = {r.when: r for r in reports}
+    """pytest's setup/call/teardown reports -> one status; passed only if the call phase passed.
+
+    A subtest (unittest's ``self.subTest``, pytest's ``subtests`` fixture) reports a "call" of its own
+    before the test's call report; as plain pytest does (SUBFAILED, exit code 1), any failing one fails
+    the test, whatever the test's own call report says (pytest marks that report failed only in its
+    terminal reporter, which the sandbox does not load).
+    """
+    subtests = [r for r in reports if _is_subtest(r)]
+    by = {r.when: r for r in reports if not _is_subtest(r)}
     setup, call, teardown = by.get("setup"), by.get("call"), by.get("teardown")
+    failed_subtests = [r for r in subtests if r.failed]
     if setup is None:
         return "error", "no setup report"
     if setup.failed:
@@ -322,11 +330,28 @@ def _status(reports: list[Any]) -> tuple[str, str]:
         return "error", "no call report"
     if call.failed:
         return "failed", _short(call)
+    if failed_subtests:
+        n = len(failed_subtests)
+        first = failed_subtests[0]
+        return "failed", f"contains {n} failed subtest{'s' if n > 1 else ''}: {_subtest_name(first)}{_short(first)}"
     if call.skipped:
         return _skipped(call)
     if teardown is not None and teardown.failed:
         return "error", "teardown: " + _short(teardown)
     return "passed", ""
+
+
+def _is_subtest(report: Any) -> bool:
+    """A subtest's report (pytest >= 9's SubtestReport, pytest-subtests' SubTestReport): it carries a context."""
+    return report.when == "call" and getattr(report, "context", None) is not None
+
+
+def _subtest_name(report: Any) -> str:
+    context = report.context
+    msg, kwargs = getattr(context, "msg", None), getattr(context, "kwargs", None) or {}
+    parts = ([f"[{msg}]"] if msg is not None else []) + (
+        ["(" + ", ".join(f"{k}={v}" for k, v in kwargs.items()) + ")"] if kwargs else [])  # as pytest names it
+    return " ".join(parts) + " " if parts else ""
 
 
 def crash_status(code: int, op: str) -> dict[str, Any]:
