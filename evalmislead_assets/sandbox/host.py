@@ -314,7 +314,9 @@ def _write_modules(root: str, modules: list[Module]) -> dict[Module, str]:
         path = os.path.join(root, rel)
         os.mkdir(path, 0o755)
         for fname, text in ((f"{MODULE_UNDER_TEST}.py", m.solution), (TEST_FILE, m.tests)):
-            with open(os.path.join(path, fname), "w", encoding="utf-8") as fh:
+            # a lone surrogate (UTF-8 cannot hold it) is written as its \uXXXX escape: the file as the
+            # warehouse stores it, so collection and the later run read the same text
+            with open(os.path.join(path, fname), "w", encoding="utf-8", errors="backslashreplace") as fh:
                 fh.write(text)
             os.chmod(os.path.join(path, fname), 0o644)
         dirs[m] = rel

@@ -58,6 +58,10 @@ def zygote_main(argv: list[str]) -> int:
     nul = os.open(os.devnull, os.O_RDWR)
     os.dup2(nul, 0)
     os.dup2(nul, 1)
+    # A test's output goes to a log nobody reads; as under plain pytest's capture (errors="replace"), text
+    # UTF-8 cannot encode (a lone surrogate) is written escaped instead of failing the print.
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(errors="backslashreplace")
     import pytest
 
     # run our loop before pytest's own (the plugin cannot import pytest at module level)
