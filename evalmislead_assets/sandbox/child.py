@@ -28,6 +28,8 @@ from typing import Any
 from evalmislead_assets.sandbox import guard as sandbox_guard
 from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, scrubbed_env
 from evalmislead_assets.sandbox.ipc import write_line
+from evalmislead_assets.sandbox.limits import CHAIN_PROCESSES
+from evalmislead_assets.sandbox.limits import clamp as limit_to_host
 from evalmislead_assets.sandbox.isolation import (PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, drop_capabilities,
                                                   mount_own_proc, prctl)
 
@@ -104,10 +106,13 @@ def _children(me: int) -> list[int]:
     return out
 
 
-def _private_fd(fd: int, exclude: set[int]) -> int:
-    """Move fd to a random high number the tests cannot guess from the usual small ones."""
+def _private_fd(fd: int, exclude: set[int], ceiling: int) -> int:
+    """Move fd to a random high number (below ``ceiling``, the open-file limit) the tests cannot guess from
+    the usual small ones."""
+    high = min(250, ceiling)
+    low = min(100, high // 2)
     while True:
-        target = 100 + secrets.randbelow(150)
+        target = low + secrets.randbelow(high - low)
         if target not in exclude and target != fd:
             os.dup2(fd, target)
             os.close(fd)
@@ -116,53 +121,24 @@ def _private_fd(fd: int, exclude: set[int]) -> int:
 
 def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only: bool, ctrl_r: int,
                    rep_w: int, workdir: str, uid: int | None) -> None:
-    """Untrusted from here on: drop privileges, import and collect the module once, fork one child per test."""
+    """Untrusted from here on: drop privileges, import and collect the module once, fork one child per test.
+
+    The first line on the report pipe is the set-up's own, written before any of the test module runs:
+    ``{"setup": "ok"}``, or ``{"setup": "failed", "error": ...}`` when the runner could not set up the
+    process (a limit, a mount): the zygote then reports a runner failure, never the module's.
+    """
     try:
         limits = plugin.limits
-        iso = plugin.iso
-        os.setsid()
-        if iso.pid_namespace and iso.chain_namespaces:
-            mount_own_proc()  # this process is PID 1 of the new namespace: /proc shows only the namespace
-        log_fd = os.open(os.path.join(workdir, "collect.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        if uid is not None:
-            os.fchown(log_fd, uid, uid)
-        nul = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(nul, 0)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        rep_w = _private_fd(rep_w, set())
-        ctrl_r = _private_fd(ctrl_r, {rep_w})
-        low, high = min(rep_w, ctrl_r), max(rep_w, ctrl_r)
-        os.closerange(3, low)
-        os.closerange(low + 1, high)
-        os.closerange(high + 1, 1 << 16)
-        replace_environment(scrubbed_env(workdir))
-        tempfile.tempdir = workdir
-        os.chdir(workdir)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # oversized writes raise OSError instead of killing
-        mb = 1 << 20
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_mb * mb, limits.file_mb * mb))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-        if uid is not None:
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)  # from root to a uid of its own: every capability goes
-        elif iso.user_namespace:
-            # counted per user in this zygote's user namespace (the zygote, this chain's supervisor and
-            # module process included)
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes + 4, limits.processes + 4))
-            drop_capabilities()  # what the user namespace gave: no remounting the read-only mounts
-        for option in (PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE):  # dumpable 0: no other process reads our memory
-            try:
-                prctl(option, 1 if option == PR_SET_NO_NEW_PRIVS else 0)
-            except OSError:
-                pass
-        sys.dont_write_bytecode = True
+        fds = [ctrl_r, rep_w]
+        try:
+            _set_up(plugin, workdir, uid, fds)
+        except BaseException as exc:
+            write_line(fds[1], {"setup": "failed", "error": f"{type(exc).__name__}: {exc}"[:300]})
+            return
+        ctrl_r, rep_w = fds
         unchanged = plugin.pristine  # held here: the module cannot swap it
         sandbox_guard.arm(rep_w, os.path.join(moddir, TEST_FILE))
+        write_line(rep_w, {"setup": "ok"})
         me = os.getpid()
         items, error = _collect(plugin, session, moddir)
         if os.getpid() != me:  # module code forked and returned into the harness
@@ -204,6 +180,55 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
             write_line(rep_w, {"done": req["test_id"], "code": code}, prefix=req["nonce"] + "\t")
     finally:
         os._exit(0)
+
+
+def _set_up(plugin: ZygotePlugin, workdir: str, uid: int | None, fds: list[int]) -> None:
+    """The module process's own set-up, before any test code: session, /proc, descriptors (``fds``, [control,
+    report], updated as they move), environment, folder, limits (never above the host's: limits.py), uid."""
+    limits = plugin.limits
+    iso = plugin.iso
+    os.setsid()
+    if iso.pid_namespace and iso.chain_namespaces:
+        mount_own_proc()  # this process is PID 1 of the new namespace: /proc shows only the namespace
+    log_fd = os.open(os.path.join(workdir, "collect.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    if uid is not None:
+        os.fchown(log_fd, uid, uid)
+    nul = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nul, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    mb = 1 << 20
+    limit_to_host(resource.RLIMIT_NOFILE, limits.open_files)  # first: the private descriptors go below it
+    ceiling = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    fds[1] = rep_w = _private_fd(fds[1], set(), ceiling)
+    fds[0] = ctrl_r = _private_fd(fds[0], {rep_w}, ceiling)
+    low, high = min(rep_w, ctrl_r), max(rep_w, ctrl_r)
+    os.closerange(3, low)
+    os.closerange(low + 1, high)
+    os.closerange(high + 1, 1 << 16)
+    replace_environment(scrubbed_env(workdir))
+    tempfile.tempdir = workdir
+    os.chdir(workdir)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # oversized writes raise OSError instead of killing
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    limit_to_host(resource.RLIMIT_AS, limits.memory_mb * mb)
+    limit_to_host(resource.RLIMIT_FSIZE, limits.file_mb * mb)
+    if uid is not None:
+        limit_to_host(resource.RLIMIT_NPROC, limits.processes)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)  # from root to a uid of its own: every capability goes
+    elif iso.user_namespace:
+        # counted per user in this zygote's user namespace (the zygote, this chain's supervisor and
+        # module process included)
+        limit_to_host(resource.RLIMIT_NPROC, limits.processes + CHAIN_PROCESSES)
+        drop_capabilities()  # what the user namespace gave: no remounting the read-only mounts
+    for option in (PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE):  # dumpable 0: no other process reads our memory
+        try:
+            prctl(option, 1 if option == PR_SET_NO_NEW_PRIVS else 0)
+        except OSError:
+            pass
+    sys.dont_write_bytecode = True
 
 
 def _entries(top: str) -> set[str]:
@@ -259,7 +284,7 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
         tempfile.tempdir = testdir
         os.chdir(testdir)
         cpu = int(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s + 2)
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        limit_to_host(resource.RLIMIT_CPU, cpu)
         me = os.getpid()
         plugin.reports.clear()
         plugin.guard = guard

@@ -38,7 +38,9 @@ from evalmislead_assets.sandbox.ipc import OVERSIZE, LineReader, write_line  # n
 from evalmislead_assets.sandbox.isolation import (CHAIN_FLAGS, CLONE_NEWPID, PR_SET_CHILD_SUBREAPER,  # noqa: E402
                                                   Isolation, chain_view, prctl, setup_isolation, unshare)
 from evalmislead_assets.sandbox.protocol import (MAX_LINE, MAX_TEST_LINE, Malformed,  # noqa: E402
-                                                 parse_collected, parse_prefixed, parse_unprefixed)
+                                                 parse_collected, parse_prefixed, parse_setup, parse_unprefixed)
+
+_SETUP_TIMEOUT_S = 60.0  # the module process's own set-up (no test code): a mount, limits, a uid
 
 
 def zygote_main(argv: list[str]) -> int:
@@ -159,7 +161,7 @@ class ZygotePlugin:
             found = chain.collected()
             chain.close()
             found["seconds"] = round(time.monotonic() - start, 4)
-            return found
+            return found if "runner_error" not in found else {"runner_error": found["runner_error"]}
         ids: list[str] = list(req["test_ids"])
         measure = bool(req.get("coverage"))
         if measure:
@@ -169,6 +171,9 @@ class ZygotePlugin:
         while len(results) < len(ids):
             chain = Chain(self, session, moddir, collect_only=False)
             found = chain.collected()
+            if "runner_error" in found:  # the runner's fault: no result for this file may be recorded
+                chain.close()
+                return {"runner_error": found["runner_error"]}
             if "status" not in found and not found["ids"]:
                 found = {"status": "error", "detail": "no tests found when collecting again"}
             if "status" in found:  # the module would not import in this chain: every remaining test shares that
@@ -229,7 +234,12 @@ class Chain:
         plugin.children.add(pid)
 
     def collected(self) -> dict[str, Any]:
-        """{"ids": [...], "error": ...}, or a status for every test when the module cannot be used."""
+        """{"ids": [...], "error": ...}, or a status for every test when the module cannot be used, or
+        {"runner_error": ...} when the runner could not set up the module process (no test code ran)."""
+        failed = self._set_up()
+        if failed is not None:
+            self.kill()
+            return {"runner_error": failed}
         deadline = time.monotonic() + self.limits.timeout_s
         raw = self.reader.line(deadline)
         if raw is None or raw is OVERSIZE:
@@ -252,6 +262,18 @@ class Chain:
         if msg.get("error") and not msg["ids"]:
             msg["status"], msg["detail"] = "error", "collection failed: " + msg["error"]
         return msg
+
+    def _set_up(self) -> str | None:
+        """None when the module process set itself up (its first line), else why the runner could not."""
+        raw = self.reader.line(time.monotonic() + _SETUP_TIMEOUT_S)
+        if raw is None or raw is OVERSIZE:
+            why = "it ended" if self.reader.eof else f"no word in {_SETUP_TIMEOUT_S:g} s"
+            return f"the sandbox's module process did not set itself up ({why})"
+        try:
+            error = parse_setup(raw)
+        except Malformed as exc:
+            return f"the sandbox's module process sent no set-up line ({exc})"
+        return None if error is None else f"the sandbox could not set up a module process: {error}"
 
     def run(self, test_id: str, coverage: bool = False) -> dict[str, Any]:
         nonce = secrets.token_hex(16)
