@@ -5,7 +5,7 @@ Started by the host (``host.start_zygote``) as a script, ``python -s -B evalmisl
 (isolation.py), runs pytest with ``ZygotePlugin``, which takes over the run loop,
 warms pytest up on a trusted module and then answers one JSON line per request.
 
-Per test module and version it forks a chain (``Chain``): ``chain_supervisor`` (trusted:
+Per test module and version it forks a chain (``Chain``): ``chain_supervisor`` (supervisor.py; trusted:
 the chain's directory and uid, a new PID namespace) and below it the module process and its
 test processes (child.py). The zygote enforces every deadline itself and ends a chain
 by killing the module process, the namespace's init.
@@ -19,9 +19,6 @@ import gc
 import json
 import os
 import secrets
-import select
-import shutil
-import signal
 import sys
 import time
 from dataclasses import asdict
@@ -31,12 +28,12 @@ if __name__ == "__main__":  # started as a script: its own folder is sys.path[0]
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root
 
 from evalmislead_assets.sandbox import guard as sandbox_guard  # noqa: E402
-from evalmislead_assets.sandbox.host import UID_BASE, MODULE_UNDER_TEST, TEST_FILE, Limits  # noqa: E402
-from evalmislead_assets.sandbox.child import (coverage_hooks, crash_status, module_process, reap,  # noqa: E402
-                                              sweep_children)
+from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, Limits  # noqa: E402
+from evalmislead_assets.sandbox.child import coverage_hooks, reap  # noqa: E402
+from evalmislead_assets.sandbox.supervisor import chain_supervisor  # noqa: E402
+from evalmislead_assets.sandbox.verdicts import crash_status  # noqa: E402
 from evalmislead_assets.sandbox.ipc import OVERSIZE, LineReader, write_line  # noqa: E402
-from evalmislead_assets.sandbox.isolation import (CHAIN_FLAGS, CLONE_NEWPID, PR_SET_CHILD_SUBREAPER,  # noqa: E402
-                                                  Isolation, chain_view, prctl, setup_isolation, unshare)
+from evalmislead_assets.sandbox.isolation import PR_SET_CHILD_SUBREAPER, Isolation, prctl, setup_isolation  # noqa: E402
 from evalmislead_assets.sandbox.protocol import (MAX_LINE, MAX_TEST_LINE, Malformed,  # noqa: E402
                                                  parse_collected, parse_prefixed, parse_setup, parse_unprefixed)
 
@@ -346,73 +343,6 @@ class Chain:
 
 def _cannot_use(status: str, detail: str) -> dict[str, Any]:
     return {"ids": [], "error": f"{status}: {detail}", "status": status, "detail": detail}
-
-
-def chain_supervisor(plugin: ZygotePlugin, session: Any, moddir: str, collect_only: bool,
-                     ctrl_r: int, rep_w: int, kill_r: int) -> None:
-    """Trusted: make the chain's uid and view, enter new namespaces, start the module process (PID 1
-    there), and stay until it ends, so that this pid, and with it the uid, stays unique.
-
-    It signals only its own child, through a pidfd (never a number from the chain), when the
-    zygote closes the kill pipe; then it kills whatever was reparented to it (it is a subreaper).
-    """
-    iso = plugin.iso
-    for fd in (plugin.proto_in, plugin.proto_out):  # the host's pipes: only the zygote talks to the host
-        os.close(fd)
-    prctl(PR_SET_CHILD_SUBREAPER, 1)
-    uid = UID_BASE + os.getpid() if iso.own_uid else None
-    flags = (CLONE_NEWPID if iso.pid_namespace else 0) | (CHAIN_FLAGS if iso.chain_namespaces else 0)
-    if flags:
-        unshare(flags)
-    if iso.chain_namespaces:
-        moddir, workdir = chain_view(plugin.root, moddir, plugin.limits.disk_mb, uid)
-    else:
-        workdir = os.path.join(plugin.root, "w", str(os.getpid()))
-        os.mkdir(workdir, 0o700)
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(kill_r)
-            module_process(plugin, session, moddir, collect_only, ctrl_r, rep_w, workdir, uid)
-        finally:
-            os._exit(70)
-    os.close(rep_w)
-    os.close(ctrl_r)
-    _await_kill_or_exit(pid, kill_r)
-    sweep_children()
-    if not iso.chain_namespaces:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _await_kill_or_exit(pid: int, kill_r: int) -> None:
-    """Wait until the child ``pid`` ends or the kill pipe is readable (data or EOF), then kill and reap it.
-
-    ``pid`` is this process's own unreaped child, so the number cannot name anyone else; a pidfd
-    (Linux >= 5.3) makes the wait exact, polling stands in where there is none.
-    """
-    try:
-        pidfd: int | None = os.pidfd_open(pid)
-    except (OSError, AttributeError):
-        pidfd = None
-    while True:
-        ready, _, _ = select.select([kill_r] + ([pidfd] if pidfd is not None else []), [], [],
-                                    None if pidfd is not None else 0.05)
-        if kill_r in ready:
-            if pidfd is not None:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-            break
-        if ready or os.waitpid(pid, os.WNOHANG)[0]:
-            break
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
-    if pidfd is not None:
-        os.close(pidfd)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--zygote"]:
