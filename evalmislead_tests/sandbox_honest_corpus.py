@@ -2,10 +2,9 @@
 
 ``plain_pytest_statuses`` runs ``python -m pytest FILE::ID ...`` in a subprocess, in a folder holding
 only the test file and ``solution.py``, and reads each id's outcome from pytest's own short summary
-(``-rA``), mapped to the runner's statuses as the runner maps pytest's reports (child._status): a
+(``-rA``), mapped to the runner's statuses as the runner maps pytest's reports (verdicts.status_of): a
 pass is PASSED or XPASS with no failing subtest; FAILED, SUBFAILED or XFAIL is ``failed``; an ERROR
-alone (setup or teardown) or SKIPPED is ``error``. ``runner_statuses`` scores the same file with
-``Sandbox``, static scan on, as the study does.
+alone (setup or teardown) or SKIPPED is ``error``.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, Limits, Module, Sandbox
+from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE
 
 HONEST = Path(__file__).resolve().parent / "sandbox" / "honest"
 FILES = sorted(p.name for p in HONEST.glob("*.py") if p.name != "conftest.py")
@@ -62,14 +61,3 @@ def _status(words: set[str]) -> str | None:
     if words & {"PASSED", "XPASS"}:
         return "passed"
     return None
-
-
-def runner_statuses(source: str, solution: str, base_dir: str | None = None) -> tuple[list[str], dict[str, str],
-                                                                                        dict[str, str]]:
-    """(ids the runner collects, id -> status, id -> detail) for ``source`` against ``solution``."""
-    box = Sandbox(Limits(timeout_s=20.0), workers=2, base_dir=base_dir)
-    [collected] = box.collect([Module(solution, source)])
-    assert collected.error is None, collected.error
-    ran = box.run([(Module(solution, source), t) for t in collected.test_ids])
-    return collected.test_ids, {t: r.status for t, r in zip(collected.test_ids, ran)}, \
-        {t: r.detail for t, r in zip(collected.test_ids, ran)}
