@@ -199,7 +199,7 @@ def _set_up(plugin: ZygotePlugin, workdir: str, uid: int | None, fds: list[int])
     mb = 1 << 20
     limit_to_host(resource.RLIMIT_NOFILE, limits.open_files)  # first: the private descriptors go below it
     ceiling = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    fds[1] = rep_w = _private_fd(fds[1], set(), ceiling)
+    fds[1] = rep_w = _private_fd(fds[1], {fds[0]}, ceiling)
     fds[0] = ctrl_r = _private_fd(fds[0], {rep_w}, ceiling)
     low, high = min(rep_w, ctrl_r), max(rep_w, ctrl_r)
     os.closerange(3, low)
