@@ -17,7 +17,7 @@ from evalmislead_assets.execution import cells as execution_cells
 from evalmislead_assets.execution.collection import collect_module
 from evalmislead_assets.execution.extraction import defined_names, extract
 from evalmislead_assets.report.formatting import pct
-from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_TIMEOUT_S, Limits, Sandbox
+from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_TIMEOUT_S, Limits, Sandbox, SandboxUnavailable
 from evalmislead_assets.errors import ConfigError
 
 HELP = ("score a pytest file against buggy and fixed code: each test misleading / effective / both_pass / "
@@ -60,8 +60,11 @@ def run(args: argparse.Namespace) -> int:
         found = extract(tests, name, defined_names(buggy) | defined_names(fixed))
         tests, extraction = found.source, found.extraction
     sandbox = Sandbox(Limits(timeout_s=args.timeout), workers=args.workers)
-    collected = collect_module(tests, buggy, fixed, sandbox)
-    scored = execution_cells.score_tests(tests, collected.test_ids, buggy, fixed, sandbox) if collected.test_ids else []
+    try:
+        collected = collect_module(tests, buggy, fixed, sandbox)
+        scored = execution_cells.score_tests(tests, collected.test_ids, buggy, fixed, sandbox) if collected.test_ids else []
+    except SandboxUnavailable as exc:  # the machine, not the tests (e.g. a hard open-file limit too low): one line
+        raise ConfigError(str(exc)) from None
     counts = execution_cells.cell_counts(s.outcome for s in scored)
     result = {
         "function": name, "module": MODULE_UNDER_TEST, "n_tests": len(scored),

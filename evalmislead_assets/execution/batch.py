@@ -3,6 +3,11 @@
 Each step is one sandbox batch over every answer it is given (extraction and collection, then each
 collected test against both versions), so the execution assets and the determinism probe score the
 same way. Plain Python (no Dagster); the assets are in ``assets/execution.py``.
+
+Text that comes from a model's answer or from running it (the source, a collection error, a test's
+failure message) may hold a lone surrogate (``assert x, "\ud800"``): those columns stay plain Python
+strings (``text_column``), which the warehouse escapes and records in ``storage_repairs`` on write;
+pandas' Arrow string dtype would refuse them outright and stop the partition (issue 26, item 2).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from evalmislead_assets.execution.cells import score_many
 from evalmislead_assets.execution.collection import CollectRequest, collect_modules, stored_test_ids
 from evalmislead_assets.execution.extraction import defined_names, extract
 from evalmislead_assets.sandbox.host import Sandbox
+from evalmislead_assets.store.text_repair import text_column
 from evalmislead_assets.store.values import is_missing
 
 _GENERATED_TESTS_COLUMNS = [
@@ -25,6 +31,8 @@ _TEST_OUTCOMES_COLUMNS = [
     "task_id", "problem_idx", "test_id", "buggy_status", "fixed_status", "outcome", "buggy_detail", "fixed_detail",
     "seconds",
 ]
+# columns whose text comes from the answer or from running it (model-controlled; may hold lone surrogates)
+_ANSWER_TEXT = frozenset({"source", "error", "test_id", "buggy_detail", "fixed_detail"})
 
 
 def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox,
@@ -69,7 +77,7 @@ def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, san
         row["import_ok"], row["n_tests"], row["test_ids"] = found.import_ok, len(kept), kept
         row["n_tests_over_cap"] = over
         row["error"], row["one_version_ids"] = found.error, list(found.one_version_ids)
-    df = pd.DataFrame(rows, columns=_GENERATED_TESTS_COLUMNS)
+    df = _frame(rows, _GENERATED_TESTS_COLUMNS)
     df["problem_idx"] = df["problem_idx"].astype("Int32")
     df["n_tests"] = df["n_tests"].astype("int32")
     df["n_tests_over_cap"] = df["n_tests_over_cap"].astype("int32")
@@ -100,10 +108,19 @@ def build_test_outcomes(generated: pd.DataFrame, problems: pd.DataFrame, sandbox
          "fixed_detail": s.fixed_detail, "seconds": s.seconds}
         for (task_id, idx), tests in zip(keys, scored) for s in tests
     ]
-    df = pd.DataFrame(rows, columns=_TEST_OUTCOMES_COLUMNS)
+    df = _frame(rows, _TEST_OUTCOMES_COLUMNS)
     df["problem_idx"] = df["problem_idx"].astype("Int32")
     df["seconds"] = df["seconds"].astype(float)
     return df
+
+
+def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    """``rows`` as a frame of ``columns``; the answer's text columns as plain Python strings (see the module doc)."""
+    df = pd.DataFrame(rows, columns=[c for c in columns if c not in _ANSWER_TEXT])
+    for column in columns:
+        if column in _ANSWER_TEXT:
+            df[column] = text_column([row[column] for row in rows]).set_axis(df.index)
+    return df[columns]
 
 
 def _int(x: Any) -> Optional[int]:

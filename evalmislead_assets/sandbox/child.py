@@ -5,8 +5,7 @@ user id, sets the limits, imports and collects the test module once with pytest'
 machinery and then, per request, forks one test child, waits for it and kills whatever it
 left running. The test child runs pytest's runtest protocol and reports once, with the
 request's nonce, from its own pid only. The mapping of pytest's reports and of exit codes to
-the statuses of ``sandbox.STATUSES`` is here and nowhere else (``crash_status`` is used by
-the zygote when a test process ends without a report).
+the statuses is in verdicts.py.
 
 Standard library only at module level: the zygote imports it.
 """
@@ -15,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import secrets
 import shutil
@@ -28,6 +26,9 @@ from typing import Any
 from evalmislead_assets.sandbox import guard as sandbox_guard
 from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, scrubbed_env
 from evalmislead_assets.sandbox.ipc import write_line
+from evalmislead_assets.sandbox.limits import CHAIN_PROCESSES
+from evalmislead_assets.sandbox.limits import clamp as limit_to_host
+from evalmislead_assets.sandbox.verdicts import collect_error, status_of
 from evalmislead_assets.sandbox.isolation import (PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, drop_capabilities,
                                                   mount_own_proc, prctl)
 
@@ -104,10 +105,13 @@ def _children(me: int) -> list[int]:
     return out
 
 
-def _private_fd(fd: int, exclude: set[int]) -> int:
-    """Move fd to a random high number the tests cannot guess from the usual small ones."""
+def _private_fd(fd: int, exclude: set[int], ceiling: int) -> int:
+    """Move fd to a random high number (below ``ceiling``, the open-file limit) the tests cannot guess from
+    the usual small ones."""
+    high = min(250, ceiling)
+    low = min(100, high // 2)
     while True:
-        target = 100 + secrets.randbelow(150)
+        target = low + secrets.randbelow(high - low)
         if target not in exclude and target != fd:
             os.dup2(fd, target)
             os.close(fd)
@@ -116,53 +120,24 @@ def _private_fd(fd: int, exclude: set[int]) -> int:
 
 def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only: bool, ctrl_r: int,
                    rep_w: int, workdir: str, uid: int | None) -> None:
-    """Untrusted from here on: drop privileges, import and collect the module once, fork one child per test."""
+    """Untrusted from here on: drop privileges, import and collect the module once, fork one child per test.
+
+    The first line on the report pipe is the set-up's own, written before any of the test module runs:
+    ``{"setup": "ok"}``, or ``{"setup": "failed", "error": ...}`` when the runner could not set up the
+    process (a limit, a mount): the zygote then reports a runner failure, never the module's.
+    """
     try:
         limits = plugin.limits
-        iso = plugin.iso
-        os.setsid()
-        if iso.pid_namespace and iso.chain_namespaces:
-            mount_own_proc()  # this process is PID 1 of the new namespace: /proc shows only the namespace
-        log_fd = os.open(os.path.join(workdir, "collect.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        if uid is not None:
-            os.fchown(log_fd, uid, uid)
-        nul = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(nul, 0)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        rep_w = _private_fd(rep_w, set())
-        ctrl_r = _private_fd(ctrl_r, {rep_w})
-        low, high = min(rep_w, ctrl_r), max(rep_w, ctrl_r)
-        os.closerange(3, low)
-        os.closerange(low + 1, high)
-        os.closerange(high + 1, 1 << 16)
-        replace_environment(scrubbed_env(workdir))
-        tempfile.tempdir = workdir
-        os.chdir(workdir)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # oversized writes raise OSError instead of killing
-        mb = 1 << 20
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_mb * mb, limits.file_mb * mb))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-        if uid is not None:
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)  # from root to a uid of its own: every capability goes
-        elif iso.user_namespace:
-            # counted per user in this zygote's user namespace (the zygote, this chain's supervisor and
-            # module process included)
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes + 4, limits.processes + 4))
-            drop_capabilities()  # what the user namespace gave: no remounting the read-only mounts
-        for option in (PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE):  # dumpable 0: no other process reads our memory
-            try:
-                prctl(option, 1 if option == PR_SET_NO_NEW_PRIVS else 0)
-            except OSError:
-                pass
-        sys.dont_write_bytecode = True
+        fds = [ctrl_r, rep_w]
+        try:
+            _set_up(plugin, workdir, uid, fds)
+        except BaseException as exc:
+            write_line(fds[1], {"setup": "failed", "error": f"{type(exc).__name__}: {exc}"[:300]})
+            return
+        ctrl_r, rep_w = fds
         unchanged = plugin.pristine  # held here: the module cannot swap it
         sandbox_guard.arm(rep_w, os.path.join(moddir, TEST_FILE))
+        write_line(rep_w, {"setup": "ok"})
         me = os.getpid()
         items, error = _collect(plugin, session, moddir)
         if os.getpid() != me:  # module code forked and returned into the harness
@@ -204,6 +179,55 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
             write_line(rep_w, {"done": req["test_id"], "code": code}, prefix=req["nonce"] + "\t")
     finally:
         os._exit(0)
+
+
+def _set_up(plugin: ZygotePlugin, workdir: str, uid: int | None, fds: list[int]) -> None:
+    """The module process's own set-up, before any test code: session, /proc, descriptors (``fds``, [control,
+    report], updated as they move), environment, folder, limits (never above the host's: limits.py), uid."""
+    limits = plugin.limits
+    iso = plugin.iso
+    os.setsid()
+    if iso.pid_namespace and iso.chain_namespaces:
+        mount_own_proc()  # this process is PID 1 of the new namespace: /proc shows only the namespace
+    log_fd = os.open(os.path.join(workdir, "collect.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    if uid is not None:
+        os.fchown(log_fd, uid, uid)
+    nul = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nul, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    mb = 1 << 20
+    limit_to_host(resource.RLIMIT_NOFILE, limits.open_files)  # first: the private descriptors go below it
+    ceiling = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    fds[1] = rep_w = _private_fd(fds[1], {fds[0]}, ceiling)
+    fds[0] = ctrl_r = _private_fd(fds[0], {rep_w}, ceiling)
+    low, high = min(rep_w, ctrl_r), max(rep_w, ctrl_r)
+    os.closerange(3, low)
+    os.closerange(low + 1, high)
+    os.closerange(high + 1, 1 << 16)
+    replace_environment(scrubbed_env(workdir))
+    tempfile.tempdir = workdir
+    os.chdir(workdir)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # oversized writes raise OSError instead of killing
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    limit_to_host(resource.RLIMIT_AS, limits.memory_mb * mb)
+    limit_to_host(resource.RLIMIT_FSIZE, limits.file_mb * mb)
+    if uid is not None:
+        limit_to_host(resource.RLIMIT_NPROC, limits.processes)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)  # from root to a uid of its own: every capability goes
+    elif iso.user_namespace:
+        # counted per user in this zygote's user namespace (the zygote, this chain's supervisor and
+        # module process included)
+        limit_to_host(resource.RLIMIT_NPROC, limits.processes + CHAIN_PROCESSES)
+        drop_capabilities()  # what the user namespace gave: no remounting the read-only mounts
+    for option in (PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE):  # dumpable 0: no other process reads our memory
+        try:
+            prctl(option, 1 if option == PR_SET_NO_NEW_PRIVS else 0)
+        except OSError:
+            pass
+    sys.dont_write_bytecode = True
 
 
 def _entries(top: str) -> set[str]:
@@ -259,7 +283,7 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
         tempfile.tempdir = testdir
         os.chdir(testdir)
         cpu = int(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s + 2)
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        limit_to_host(resource.RLIMIT_CPU, cpu)
         me = os.getpid()
         plugin.reports.clear()
         plugin.guard = guard
@@ -267,10 +291,10 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
             probe.start()
         try:
             item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
-            status, detail = _status(plugin.reports)
+            status, detail = status_of(plugin.reports)
         except BaseException as exc:  # pytest.exit() or KeyboardInterrupt inside the test, or a broken hook
             if any(r.when == "call" for r in plugin.reports):
-                status, detail = _status(plugin.reports)
+                status, detail = status_of(plugin.reports)
                 status = "error" if status == "passed" else status  # the protocol did not finish
             else:
                 status, detail = "error", f"{type(exc).__name__}: {exc}"
@@ -300,78 +324,9 @@ def _collect(plugin: ZygotePlugin, session: Any, moddir: str) -> tuple[list[Any]
     except BaseException as exc:  # UsageError, or something the module raised past pytest
         return None, f"{type(exc).__name__}: {exc}"
     if plugin.collect_failures:
-        return None, _collect_error(plugin.collect_failures, moddir)
+        return None, collect_error(plugin.collect_failures, moddir)
     return list(items), None
 
 
 def _test_id(item: Any) -> str:
     return item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.nodeid
-
-
-def _status(reports: list[Any]) -> tuple[str, str]:
-    """pytest's setup/call/teardown reports -> one status; passed only if the call phase passed."""
-    by = {r.when: r for r in reports}
-    setup, call, teardown = by.get("setup"), by.get("call"), by.get("teardown")
-    if setup is None:
-        return "error", "no setup report"
-    if setup.failed:
-        return "error", "setup: " + _short(setup)
-    if setup.skipped:
-        return _skipped(setup)
-    if call is None:
-        return "error", "no call report"
-    if call.failed:
-        return "failed", _short(call)
-    if call.skipped:
-        return _skipped(call)
-    if teardown is not None and teardown.failed:
-        return "error", "teardown: " + _short(teardown)
-    return "passed", ""
-
-
-def crash_status(code: int, op: str) -> dict[str, Any]:
-    """A process that ended without a report (exit code as os.waitstatus_to_exitcode gives it)."""
-    if code < 0 or code >= 128:
-        sig = -code if code < 0 else code - 128
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        how = f"killed by {name}"
-    else:
-        how = f"exited with code {code}"
-    what = "while importing the test module" if op == "collect" else "before the test finished"
-    return {"status": "crashed", "detail": f"test process {how} {what}"}
-
-
-def _skipped(report: Any) -> tuple[str, str]:
-    if hasattr(report, "wasxfail"):
-        return "failed", f"xfailed {report.wasxfail}".strip()
-    longrepr = report.longrepr
-    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
-    return "error", f"skipped: {reason}"
-
-
-def _short(report: Any) -> str:
-    crash = getattr(report.longrepr, "reprcrash", None)
-    if crash is not None and crash.message:
-        return crash.message
-    text = str(report.longrepr).strip()
-    lines = [ln for ln in text.splitlines() if ln.startswith("E ")]
-    return (lines[-1][1:].strip() if lines else text.splitlines()[-1] if text else "error")
-
-
-def _collect_error(failures: list[Any], moddir: str) -> str:
-    """One line: the exception pytest reported for the module (with the line of a SyntaxError)."""
-    longrepr = failures[-1].longrepr
-    crash = getattr(longrepr, "reprcrash", None)
-    if crash is not None and crash.message and "SyntaxError" not in crash.message:
-        return crash.message.replace(moddir + os.sep, "").strip().splitlines()[0]
-    text = str(longrepr).replace(moddir + os.sep, "").strip()
-    lines = [ln[1:].strip() for ln in text.splitlines() if ln.startswith("E ")]
-    if not lines:
-        return text.splitlines()[-1] if text else "collection failed"
-    raised = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b", ln)]
-    last = (raised or lines)[-1]
-    where = re.search(r"line (\d+)", text) if "SyntaxError" in last or "IndentationError" in last else None
-    return last + (f" (line {where.group(1)})" if where else "")

@@ -44,7 +44,8 @@ WATCHED_MODULES = (
     "json", "json.encoder",  # os.write/json.dumps themselves are bound in sandbox_ipc at import
     "evalmislead_assets.sandbox.child", "evalmislead_assets.sandbox.zygote", "evalmislead_assets.sandbox.ipc",
     "evalmislead_assets.sandbox.guard", "evalmislead_assets.sandbox.isolation", "evalmislead_assets.sandbox.host",
-    "evalmislead_assets.sandbox.coverage_probe",
+    "evalmislead_assets.sandbox.coverage_probe", "evalmislead_assets.sandbox.verdicts",
+    "evalmislead_assets.sandbox.limits", "evalmislead_assets.sandbox.supervisor",
 )
 WATCHED_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_makereport", "pytest_pyfunc_call",
                  "pytest_runtest_call", "pytest_runtest_setup", "pytest_runtest_teardown",

@@ -40,7 +40,8 @@ solution.py it executed, with coverage.py, and sends them with its result
 
 The modules, host to test process:
 
-- ``host.py`` (this one): ``Sandbox``, ``Limits``, ``Module``, ``Collected``, ``Ran``,
+- ``limits.py``: ``Limits`` and how they fit under the host's own hard limits.
+- ``host.py`` (this one): ``Sandbox``, ``Module``, ``Collected``, ``Ran``,
   the batch directory and the worker threads that feed the zygotes; what both sides share
   (file names, ``STATUSES``, ``scrubbed_env``).
 - ``ipc.py``: the line protocol, reading with deadlines, the host's zygote handle.
@@ -70,38 +71,19 @@ from typing import Any
 from evalmislead_assets.sandbox import tamper_scan as sandbox_tamper
 from evalmislead_assets.sandbox.ipc import ZygoteProcess
 from evalmislead_assets.sandbox.isolation import Isolation, first_closed_dir
+from evalmislead_assets.sandbox.limits import (MAX_ID_CHARS, MAX_TESTS, TEST_TIMEOUT_S, Limits, TooLow,  # noqa: F401
+                                               fit_to_host)  # Limits and its constants are named through host too
+
 
 MODULE_UNDER_TEST = "solution"  # tests import the code under test as `from solution import f`
 TEST_FILE = "test_generated.py"
-TEST_TIMEOUT_S = 10.0
 STATUSES = ("passed", "failed", "error", "timeout", "crashed", "tampered")  # "tampered": see sandbox_tamper/_guard
-MAX_TESTS = 5_000  # per test file; more is the file's error ("too many tests: N > 5000"), never a crash
-MAX_ID_CHARS = 1_000  # per test id; a longer one is the file's error
 
 log = logging.getLogger(__name__)
 _ZYGOTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote.py")
 UID_BASE = 200_000  # test processes run as uid/gid UID_BASE + supervisor pid (unique while it runs)
 _ZYGOTE_START_TIMEOUT_S = 120.0
 _warned: set[str] = set()
-
-
-@dataclass(frozen=True)
-class Limits:
-    timeout_s: float = TEST_TIMEOUT_S
-    memory_mb: int = 1024  # RLIMIT_AS per process
-    file_mb: int = 16  # RLIMIT_FSIZE: also caps captured output
-    open_files: int = 256
-    processes: int = 32  # RLIMIT_NPROC for the test's own uid
-    detail_chars: int = 600
-    cpu_s: int | None = None  # RLIMIT_CPU per test process; None: int(timeout_s) + 2, fixed when the Limits are
-    # made, so that dataclasses.replace(limits, timeout_s=shorter) (a mutant run) keeps the same RLIMIT_CPU
-    disk_mb: int = 64  # size of the run's writable tmpfs (work folder, test folders, output logs)
-    max_tests: int = MAX_TESTS
-    max_id_chars: int = MAX_ID_CHARS
-
-    def __post_init__(self) -> None:
-        if self.cpu_s is None:
-            object.__setattr__(self, "cpu_s", int(self.timeout_s) + 2)
 
 
 @dataclass(frozen=True)
@@ -201,6 +183,7 @@ class Sandbox:
                 raise SandboxUnavailable(
                     f"the sandbox base folder {self.base_dir} is below {closed[0]}, which other users cannot "
                     "enter; the tests run as a user of their own: use a folder every user can traverse (e.g. /tmp)")
+        limits = self.host_limits()
         root = tempfile.mkdtemp(prefix="evalmislead-sandbox-", dir=self.base_dir)
         try:
             os.chmod(root, 0o755)
@@ -212,14 +195,19 @@ class Sandbox:
             n = min(self.workers, len(ops))
             start_errors: list[str] = []
             threads = [
-                threading.Thread(target=self._serve, args=(root, ops, dirs, work, results, coverage, start_errors),
-                                 daemon=True)
+                threading.Thread(target=self._serve,
+                                 args=(root, limits, ops, dirs, work, results, coverage, start_errors), daemon=True)
                 for _ in range(n)
             ]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
+            runner_errors = [r["runner_error"] for r in results if r is not None and "runner_error" in r]
+            if runner_errors:  # set-up failed before any test code ran: recording it would read as zero tests
+                raise SandboxUnavailable(
+                    f"{runner_errors[0][:300]}; nothing was recorded for this batch: fix the host (its limits, "
+                    "mounts) and re-run")
             if start_errors and any(r is None for r in results):
                 # No test code runs before a zygote is ready, so this is the machine, not the tests: recording
                 # the unserved files as "crashed" would silently turn them into zero tests.
@@ -231,7 +219,7 @@ class Sandbox:
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
-    def _serve(self, root: str, ops: list[tuple[str, Module, list[str] | None]], dirs: dict[Module, str],
+    def _serve(self, root: str, limits: Limits, ops: list[tuple[str, Module, list[str] | None]], dirs: dict[Module, str],
                work: queue.Queue[int], results: list[dict[str, Any] | None], coverage: bool = False,
                start_errors: list[str] | None = None) -> None:
         zygote: ZygoteProcess | None = None
@@ -249,7 +237,7 @@ class Sandbox:
                 if zygote is None:
                     for attempt in range(_START_ATTEMPTS):
                         try:
-                            zygote = start_zygote(root, self.limits, self.os_isolation)
+                            zygote = start_zygote(root, limits, self.os_isolation)
                             break
                         except RuntimeError as exc:
                             last = str(exc)
@@ -260,7 +248,7 @@ class Sandbox:
                         return
                     self._note_isolation(Isolation(**zygote.ready["isolation"]))
                 # the zygote enforces every limit itself; this only guards against the zygote hanging
-                budget = (len(test_ids or ()) + 1) * (self.limits.timeout_s + 5.0) + 30.0
+                budget = (len(test_ids or ()) + 1) * (limits.timeout_s + 5.0) + 30.0
                 reply = zygote.request(request, budget)
                 if reply is None:
                     failures += 1
@@ -270,9 +258,25 @@ class Sandbox:
                     zygote = None
                 else:
                     results[i] = reply
+                    if "runner_error" in reply:  # the batch fails: leave the rest of the work undone
+                        _drain(work)
         finally:
             if zygote is not None:
                 zygote.close()
+
+    def host_limits(self) -> Limits:
+        """The limits the chains get: ``self.limits`` fitted under this process's hard limits (a warning, once per
+        change, says what was lowered); SandboxUnavailable, one line, when one would be too low to run pytest."""
+        try:
+            limits, notes = fit_to_host(self.limits)
+        except TooLow as exc:
+            raise SandboxUnavailable(str(exc)) from None
+        key = "limits:" + "; ".join(notes)
+        if notes and key not in _warned:
+            _warned.add(key)
+            log.warning("sandbox: lowered to what this host allows: %s; tests that need more fail as they would "
+                        "on any machine with these limits", "; ".join(notes))
+        return limits
 
     def _note_isolation(self, iso: Isolation) -> None:
         """Keep the weakest isolation any zygote of this sandbox got; warn once per kind of gap."""
@@ -289,6 +293,14 @@ class Sandbox:
                 why = "; ".join(iso.notes) or "not available"
                 log.warning("sandbox: running without %s (%s); time, memory, file, process and "
                             "output limits still apply", ", ".join(missing), why)
+
+
+def _drain(work: queue.Queue[int]) -> None:
+    while True:
+        try:
+            work.get_nowait()
+        except queue.Empty:
+            return
 
 
 def weakest(a: Isolation, b: Isolation) -> Isolation:
@@ -314,7 +326,9 @@ def _write_modules(root: str, modules: list[Module]) -> dict[Module, str]:
         path = os.path.join(root, rel)
         os.mkdir(path, 0o755)
         for fname, text in ((f"{MODULE_UNDER_TEST}.py", m.solution), (TEST_FILE, m.tests)):
-            with open(os.path.join(path, fname), "w", encoding="utf-8") as fh:
+            # a lone surrogate (UTF-8 cannot hold it) is written as its \uXXXX escape: the file as the
+            # warehouse stores it, so collection and the later run read the same text
+            with open(os.path.join(path, fname), "w", encoding="utf-8", errors="backslashreplace") as fh:
                 fh.write(text)
             os.chmod(os.path.join(path, fname), 0o644)
         dirs[m] = rel

@@ -6,6 +6,9 @@ nothing it has not parsed here: a line that is not exactly one of these shapes r
 process id: the zygote and the chain's supervisor know every process they act on from their
 own ``fork()``.
 
+- ``{"setup": "ok"}`` or ``{"setup": "failed", "error": str}``: the module process's first line, written
+  by the runner's own code before any of the test module runs (so the test cannot make it fail or
+  forge it): a failed set-up (a limit the host refuses, a mount) is the runner's fault, not the file's.
 - ``{"ids": [str, ...], "error": str | null}``: the module process's collection.
 - ``NONCE<TAB>{"status": S, "detail": str[, "coverage": {...}]}``: a test's report, S one of
   the statuses a test can earn (``sandbox.STATUSES`` less ``tampered``).
@@ -46,6 +49,18 @@ def _exact(msg: Any, required: set[str], optional: set[str] = frozenset()) -> di
     if not required <= keys or keys - required - optional:
         raise Malformed(f"unexpected keys {sorted(keys)[:6]}")
     return msg
+
+
+def parse_setup(raw: bytes) -> str | None:
+    """The set-up line: None when it went well, the runner's error when not; Malformed otherwise."""
+    msg = _json(raw.decode("utf-8", "replace"))
+    if isinstance(msg, dict) and msg.get("setup") == "ok":
+        _exact(msg, {"setup"})
+        return None
+    msg = _exact(msg, {"setup", "error"})
+    if msg["setup"] != "failed" or not isinstance(msg["error"], str):
+        raise Malformed("not a set-up message")
+    return msg["error"][:300] or "the set-up failed"
 
 
 def parse_collected(raw: bytes, max_tests: int, max_id_chars: int) -> dict[str, Any]:

@@ -10,6 +10,18 @@ the sandbox's own modules, tracing and audit hooks, and the dynamic escapes that
 of these from a static view (``exec``/``eval``/``compile``/``__import__``/``importlib``,
 ``getattr``/``setattr`` with a computed name, ``globals()``/``vars()``/``__dict__``-style dunders).
 
+What honest tests write is left alone where it cannot reach the harness (issue 26): ``from solution
+import *`` (the code under test; a star import from any module outside a short list of pure ones
+is still flagged, as it hides the names it brings in), ``hasattr`` with any name (it answers yes
+or no, never hands back the attribute), ``self.config`` / ``self.session`` on a method's own
+``self`` or ``cls`` (the test instance or class holds no pytest object unless the test put one there,
+which needs a reach flagged elsewhere; a file that binds ``self``/``cls`` any other way keeps the
+rule), the parts of ``traceback`` that print or format an exception or stack (``walk_stack``,
+``walk_tb``, ``StackSummary`` and the like, which hand over frames or their locals, are still flagged, as
+is the module used as a value), and the body of a module-level ``if __name__ == "__main__":``, which
+never runs under pytest (unless the file rebinds ``__name__`` anywhere; ``runpy``, which could run
+the file as ``__main__``, is flagged).
+
 The runtime counterpart (an audit hook armed before the module is imported, and a check that
 the harness is unchanged after each test) is in guard.py. Standard library only.
 """
@@ -17,6 +29,8 @@ the harness is unchanged after each test) is in guard.py. Standard library only.
 from __future__ import annotations
 
 import ast
+from collections import deque
+from collections.abc import Iterator
 
 # The user-facing pytest API a unit test uses; anything else reached through `pytest.` is flagged.
 PYTEST_PUBLIC = frozenset({
@@ -30,7 +44,7 @@ _PYTEST_PUBLIC_CALL_ONLY = frozenset({"TestReport"})  # a type annotation, never
 BAD_MODULES = ("_pytest", "pluggy", "ctypes", "_ctypes", "gc", "inspect", "importlib", "evalmislead_assets",
                "sandbox", "sandbox_child", "sandbox_zygote", "sandbox_ipc", "sandbox_guard", "sandbox_isolation",
                "conftest", "pytest_", "builtins", "__builtin__", "marshal", "pickle", "code", "codeop", "dis",
-               "traceback", "faulthandler", "tracemalloc", "trace", "bdb", "pdb", "sys.monitoring", "mmap")
+               "faulthandler", "runpy", "tracemalloc", "trace", "bdb", "pdb", "sys.monitoring", "mmap")
 BAD_CALLS = frozenset({"exec", "eval", "compile", "__import__", "globals", "vars", "breakpoint"})
 BAD_ATTRS = frozenset({
     "_getframe", "_current_frames", "_current_exceptions", "settrace", "setprofile", "addaudithook", "audit",
@@ -48,6 +62,15 @@ _OS_WRITE_ATTRS = frozenset({"write", "dup", "dup2", "fdopen", "set_inheritable"
 BAD_STRINGS = ("/proc/", "/dev/fd", "_pytest", "pluggy", "pluginmanager", "pytest_plugins", "sandbox_",
                "evalmislead_assets", "ctypes", "_getframe")
 BAD_DEFS = ("pytest_",)  # hook functions in the test module
+# modules a star import may come from: the code under test, and pure ones with nothing the scan must see by name
+STAR_IMPORT_OK = frozenset({"solution", "math", "cmath", "fractions", "decimal", "statistics"})
+# traceback's printing and formatting: text about an exception or the stack, never a frame or its locals
+TRACEBACK_OK = frozenset({
+    "print_exc", "format_exc", "print_exception", "format_exception", "format_exception_only", "print_tb",
+    "format_tb", "extract_tb", "print_stack", "format_stack", "extract_stack", "format_list", "print_list",
+    "print_last",
+})
+_OWN_INSTANCE_ATTRS = frozenset({"config", "session"})  # harmless on a method's own self/cls
 
 
 def scan(source: str) -> str | None:
@@ -59,9 +82,16 @@ def scan(source: str) -> str | None:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return None
+    bound = _bound_names(tree)
+    own_self = not bound & {"self", "cls"}
+    dead = _dead_main_block(tree) if "__name__" not in bound else set()
     pytest_names = {"pytest"}
     os_names = {"os", "posix"}
-    for node in ast.walk(tree):
+    traceback_names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+                       if a.name == "traceback"}
+    traceback_ok = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                    and isinstance(n.value, ast.Name) and n.value.id in traceback_names and n.attr in TRACEBACK_OK}
+    for node in _walk(tree, dead):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if _bad_module(alias.name):
@@ -79,15 +109,24 @@ def scan(source: str) -> str | None:
                     return f"imports os.{alias.name}"
                 if mod == "sys" and alias.name in BAD_ATTRS:
                     return f"imports sys.{alias.name}"
-                if alias.name == "*":
+                if mod == "traceback" and alias.name not in TRACEBACK_OK:
+                    return f"imports traceback.{alias.name}"
+                if alias.name == "*" and mod not in STAR_IMPORT_OK:
                     return f"imports * from {mod}"
         elif isinstance(node, ast.Attribute):
+            if own_self and node.attr in _OWN_INSTANCE_ATTRS and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("self", "cls"):
+                continue
             why = _attribute(node, pytest_names, os_names)
             if why:
                 return why
         elif isinstance(node, ast.Name):
             if node.id in BAD_CALLS or node.id in ("pytest_plugins", "__builtins__", "__loader__", "__spec__"):
                 return f"uses {node.id}"
+            if node.id in traceback_names and id(node) not in traceback_ok:
+                parent_attr = next((a.attr for a in ast.walk(tree) if isinstance(a, ast.Attribute) and a.value is node),
+                                   None)
+                return f"reaches traceback.{parent_attr}" if parent_attr else "uses the traceback module as a value"
         elif isinstance(node, ast.Call):
             why = _call(node)
             if why:
@@ -101,6 +140,57 @@ def scan(source: str) -> str | None:
                 if bad in text:
                     return f"names {bad!r} in a string"
     return None
+
+
+def _walk(tree: ast.AST, skip: set[int]) -> Iterator[ast.AST]:
+    """``ast.walk`` that does not enter the nodes whose ids are in ``skip``."""
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        if id(node) in skip:
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+        yield node
+
+
+def _bound_names(tree: ast.Module) -> set[str]:
+    """Every name the file binds (assigns, imports, defines, deletes, declares global, takes as a
+    parameter, catches as), except the first parameter of a function defined directly in a class body."""
+    method_selves = {id(f.args.posonlyargs[0] if f.args.posonlyargs else f.args.args[0])
+                     for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body
+                     if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and (f.args.posonlyargs or f.args.args)}
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, ast.arg) and id(node) not in method_selves:
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+    return names
+
+
+def _dead_main_block(tree: ast.Module) -> set[int]:
+    """Ids of the statements under a module-level ``if __name__ == "__main__":`` (not its ``else``)."""
+    dead: set[int] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 \
+                and isinstance(node.test.ops[0], ast.Eq):
+            sides = [node.test.left, node.test.comparators[0]]
+            if any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and \
+                    any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides):
+                dead.update(id(stmt) for stmt in node.body)
+    return dead
 
 
 def _bad_module(name: str) -> bool:
@@ -126,7 +216,7 @@ def _attribute(node: ast.Attribute, pytest_names: set[str], os_names: set[str]) 
 def _call(node: ast.Call) -> str | None:
     func = node.func
     name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-    if name in ("getattr", "setattr", "delattr", "hasattr") and isinstance(func, ast.Name):
+    if name in ("getattr", "setattr", "delattr") and isinstance(func, ast.Name):  # hasattr hands back a bool only
         if len(node.args) < 2 or not isinstance(node.args[1], ast.Constant) or not isinstance(node.args[1].value, str):
             return f"calls {name} with a computed name"
         attr = node.args[1].value

@@ -5,7 +5,7 @@ Started by the host (``host.start_zygote``) as a script, ``python -s -B evalmisl
 (isolation.py), runs pytest with ``ZygotePlugin``, which takes over the run loop,
 warms pytest up on a trusted module and then answers one JSON line per request.
 
-Per test module and version it forks a chain (``Chain``): ``chain_supervisor`` (trusted:
+Per test module and version it forks a chain (``Chain``): ``chain_supervisor`` (supervisor.py; trusted:
 the chain's directory and uid, a new PID namespace) and below it the module process and its
 test processes (child.py). The zygote enforces every deadline itself and ends a chain
 by killing the module process, the namespace's init.
@@ -19,9 +19,6 @@ import gc
 import json
 import os
 import secrets
-import select
-import shutil
-import signal
 import sys
 import time
 from dataclasses import asdict
@@ -31,14 +28,16 @@ if __name__ == "__main__":  # started as a script: its own folder is sys.path[0]
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root
 
 from evalmislead_assets.sandbox import guard as sandbox_guard  # noqa: E402
-from evalmislead_assets.sandbox.host import UID_BASE, MODULE_UNDER_TEST, TEST_FILE, Limits  # noqa: E402
-from evalmislead_assets.sandbox.child import (coverage_hooks, crash_status, module_process, reap,  # noqa: E402
-                                              sweep_children)
+from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, Limits  # noqa: E402
+from evalmislead_assets.sandbox.child import coverage_hooks, reap  # noqa: E402
+from evalmislead_assets.sandbox.supervisor import chain_supervisor  # noqa: E402
+from evalmislead_assets.sandbox.verdicts import crash_status  # noqa: E402
 from evalmislead_assets.sandbox.ipc import OVERSIZE, LineReader, write_line  # noqa: E402
-from evalmislead_assets.sandbox.isolation import (CHAIN_FLAGS, CLONE_NEWPID, PR_SET_CHILD_SUBREAPER,  # noqa: E402
-                                                  Isolation, chain_view, prctl, setup_isolation, unshare)
+from evalmislead_assets.sandbox.isolation import PR_SET_CHILD_SUBREAPER, Isolation, prctl, setup_isolation  # noqa: E402
 from evalmislead_assets.sandbox.protocol import (MAX_LINE, MAX_TEST_LINE, Malformed,  # noqa: E402
-                                                 parse_collected, parse_prefixed, parse_unprefixed)
+                                                 parse_collected, parse_prefixed, parse_setup, parse_unprefixed)
+
+_SETUP_TIMEOUT_S = 60.0  # the module process's own set-up (no test code): a mount, limits, a uid
 
 
 def zygote_main(argv: list[str]) -> int:
@@ -58,6 +57,10 @@ def zygote_main(argv: list[str]) -> int:
     nul = os.open(os.devnull, os.O_RDWR)
     os.dup2(nul, 0)
     os.dup2(nul, 1)
+    # A test's output goes to a log nobody reads; as under plain pytest's capture (errors="replace"), text
+    # UTF-8 cannot encode (a lone surrogate) is written escaped instead of failing the print.
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(errors="backslashreplace")
     import pytest
 
     # run our loop before pytest's own (the plugin cannot import pytest at module level)
@@ -155,7 +158,7 @@ class ZygotePlugin:
             found = chain.collected()
             chain.close()
             found["seconds"] = round(time.monotonic() - start, 4)
-            return found
+            return found if "runner_error" not in found else {"runner_error": found["runner_error"]}
         ids: list[str] = list(req["test_ids"])
         measure = bool(req.get("coverage"))
         if measure:
@@ -165,6 +168,9 @@ class ZygotePlugin:
         while len(results) < len(ids):
             chain = Chain(self, session, moddir, collect_only=False)
             found = chain.collected()
+            if "runner_error" in found:  # the runner's fault: no result for this file may be recorded
+                chain.close()
+                return {"runner_error": found["runner_error"]}
             if "status" not in found and not found["ids"]:
                 found = {"status": "error", "detail": "no tests found when collecting again"}
             if "status" in found:  # the module would not import in this chain: every remaining test shares that
@@ -225,7 +231,12 @@ class Chain:
         plugin.children.add(pid)
 
     def collected(self) -> dict[str, Any]:
-        """{"ids": [...], "error": ...}, or a status for every test when the module cannot be used."""
+        """{"ids": [...], "error": ...}, or a status for every test when the module cannot be used, or
+        {"runner_error": ...} when the runner could not set up the module process (no test code ran)."""
+        failed = self._set_up()
+        if failed is not None:
+            self.kill()
+            return {"runner_error": failed}
         deadline = time.monotonic() + self.limits.timeout_s
         raw = self.reader.line(deadline)
         if raw is None or raw is OVERSIZE:
@@ -248,6 +259,18 @@ class Chain:
         if msg.get("error") and not msg["ids"]:
             msg["status"], msg["detail"] = "error", "collection failed: " + msg["error"]
         return msg
+
+    def _set_up(self) -> str | None:
+        """None when the module process set itself up (its first line), else why the runner could not."""
+        raw = self.reader.line(time.monotonic() + _SETUP_TIMEOUT_S)
+        if raw is None or raw is OVERSIZE:
+            why = "it ended" if self.reader.eof else f"no word in {_SETUP_TIMEOUT_S:g} s"
+            return f"the sandbox's module process did not set itself up ({why})"
+        try:
+            error = parse_setup(raw)
+        except Malformed as exc:
+            return f"the sandbox's module process sent no set-up line ({exc})"
+        return None if error is None else f"the sandbox could not set up a module process: {error}"
 
     def run(self, test_id: str, coverage: bool = False) -> dict[str, Any]:
         nonce = secrets.token_hex(16)
@@ -320,73 +343,6 @@ class Chain:
 
 def _cannot_use(status: str, detail: str) -> dict[str, Any]:
     return {"ids": [], "error": f"{status}: {detail}", "status": status, "detail": detail}
-
-
-def chain_supervisor(plugin: ZygotePlugin, session: Any, moddir: str, collect_only: bool,
-                     ctrl_r: int, rep_w: int, kill_r: int) -> None:
-    """Trusted: make the chain's uid and view, enter new namespaces, start the module process (PID 1
-    there), and stay until it ends, so that this pid, and with it the uid, stays unique.
-
-    It signals only its own child, through a pidfd (never a number from the chain), when the
-    zygote closes the kill pipe; then it kills whatever was reparented to it (it is a subreaper).
-    """
-    iso = plugin.iso
-    for fd in (plugin.proto_in, plugin.proto_out):  # the host's pipes: only the zygote talks to the host
-        os.close(fd)
-    prctl(PR_SET_CHILD_SUBREAPER, 1)
-    uid = UID_BASE + os.getpid() if iso.own_uid else None
-    flags = (CLONE_NEWPID if iso.pid_namespace else 0) | (CHAIN_FLAGS if iso.chain_namespaces else 0)
-    if flags:
-        unshare(flags)
-    if iso.chain_namespaces:
-        moddir, workdir = chain_view(plugin.root, moddir, plugin.limits.disk_mb, uid)
-    else:
-        workdir = os.path.join(plugin.root, "w", str(os.getpid()))
-        os.mkdir(workdir, 0o700)
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(kill_r)
-            module_process(plugin, session, moddir, collect_only, ctrl_r, rep_w, workdir, uid)
-        finally:
-            os._exit(70)
-    os.close(rep_w)
-    os.close(ctrl_r)
-    _await_kill_or_exit(pid, kill_r)
-    sweep_children()
-    if not iso.chain_namespaces:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _await_kill_or_exit(pid: int, kill_r: int) -> None:
-    """Wait until the child ``pid`` ends or the kill pipe is readable (data or EOF), then kill and reap it.
-
-    ``pid`` is this process's own unreaped child, so the number cannot name anyone else; a pidfd
-    (Linux >= 5.3) makes the wait exact, polling stands in where there is none.
-    """
-    try:
-        pidfd: int | None = os.pidfd_open(pid)
-    except (OSError, AttributeError):
-        pidfd = None
-    while True:
-        ready, _, _ = select.select([kill_r] + ([pidfd] if pidfd is not None else []), [], [],
-                                    None if pidfd is not None else 0.05)
-        if kill_r in ready:
-            if pidfd is not None:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-            break
-        if ready or os.waitpid(pid, os.WNOHANG)[0]:
-            break
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
-    if pidfd is not None:
-        os.close(pidfd)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--zygote"]:

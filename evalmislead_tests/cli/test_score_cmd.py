@@ -87,6 +87,24 @@ def test_user_errors_are_one_line_exit_2(files, capsys, broken: str, message: st
     assert message in err and len(err.splitlines()) == 1
 
 
+def test_a_host_limit_too_low_for_the_sandbox_is_one_line_exit_2(files) -> None:
+    """Issue 27: under a hard open-file limit below what the runner needs, one line before anything runs."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (31, 31))
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "evalmislead_assets.cli", *_args(files)], cwd=repo, preexec_fn=lower,
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(proc.stderr.strip().splitlines()) == 1 and "needs open_files >= 32" in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+
+
 def test_a_file_writing_forged_lines_is_tampered_and_the_json_still_comes(files, capsys) -> None:
     """Issue 20: an unknown status / a non-object line made `score` exit 1 with no JSON (the batch lost); the
     runtime path (one malformed line costs one test) is in sandbox/test_sandbox_adversarial.py."""

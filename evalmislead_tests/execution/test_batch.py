@@ -1,7 +1,8 @@
 """execution/batch.py: a partition's answers -> generated_tests rows -> test_outcomes rows.
 
 The real sandbox runs in evalmislead_tests/assets/test_collected_not_scored.py and test_execution_assets.py;
-here, answers that never reach it, the per-answer cap, and the frames' columns and types.
+here, answers that never reach it, the per-answer cap, the frames' columns and types, and (with the real
+sandbox) lone surrogates in what a test's run produces.
 """
 
 from __future__ import annotations
@@ -85,3 +86,52 @@ def test_cap_keeps_the_first_ids_in_file_order() -> None:
     assert cap_tests(["c", "a", "b"], 2) == (["c", "a"], 1)
     with pytest.raises(ValueError, match="EVALMISLEAD_MAX_TESTS_PER_ANSWER"):
         cap_tests(["a"], 0)
+
+
+SURROGATE_ANSWERS = [  # the answer text as the model wrote it: escapes that make lone surrogates at run time
+    "```python\nimport sys\nfrom solution import f\n\n"
+    "def test_message():\n    assert f(1) == 1, 'half \\ud800 a pair'\n\n"
+    "def test_output():\n    print('out \\ud800')\n    sys.stderr.write('err \\udfff')\n    assert f(1) == 2\n\n"
+    "def test_raises():\n    raise ValueError('raised \\udc80')\n```",
+    "```python\nfrom solution import f\nraise ValueError('at import \\ud800')\n\ndef test_x():\n    pass\n```",
+    # a raw lone surrogate in the answer itself (an answer used before the warehouse escaped it)
+    "```python\nfrom solution import f\n\ndef test_raw():\n    assert f(1) == 1, 'raw \ud800'\n```",
+]
+
+
+def test_lone_surrogates_in_messages_output_and_collection_errors_are_stored_escaped(tmp_path) -> None:
+    """Issue 26, item 2: one answer whose run produced a lone surrogate used to stop the partition
+    (pandas' Arrow strings refuse it: UnicodeEncodeError); now its text stays as it came, the warehouse
+    writes it escaped and records the repair, and the scores are plain pytest's (its print passes)."""
+    from evalmislead_assets.sandbox.host import Limits, Sandbox
+    from evalmislead_assets.store.database import Warehouse
+
+    generations = pd.DataFrame({"task_id": ["Python/1"] * 3, "problem_idx": [1] * 3,
+                                "response_text": pd.Series(SURROGATE_ANSWERS, dtype=object),
+                                "finish_reason": ["stop"] * 3, "error": [None] * 3})
+    box = Sandbox(Limits(timeout_s=20.0), workers=2)
+    generated = build_generated_tests(generations, PROBLEMS, box, max_tests=10)
+    assert generated["n_tests"].tolist() == [3, 0, 1]
+    assert generated["error"].tolist()[1] == "ValueError: at import \ud800"
+    assert "raw \ud800" in generated["source"].iloc[2]
+    outcomes = build_test_outcomes(generated, PROBLEMS, box)
+    got = {t: (b, f) for t, b, f in zip(outcomes["test_id"], outcomes["buggy_status"], outcomes["fixed_status"])}
+    assert got == {"test_message": ("failed", "passed"), "test_output": ("passed", "failed"),
+                   "test_raises": ("failed", "failed"), "test_raw": ("failed", "passed")}
+    details = dict(zip(outcomes["test_id"], outcomes["buggy_detail"]))
+    assert details["test_message"].startswith("AssertionError: half \ud800 a pair")
+    assert details["test_raises"] == "ValueError: raised \udc80"
+    assert details["test_raw"].startswith("AssertionError: raw \ud800")
+
+    wh = Warehouse(tmp_path / "study.duckdb")
+    partition = {"condition": "buggy_code", "thinking": "off"}
+    wh.replace_rows("generated_tests", generated.assign(**partition), partition)
+    wh.replace_rows("test_outcomes", outcomes.assign(**partition), partition)
+    stored = wh.read_table("generated_tests", order_by="task_id")
+    assert "ValueError: at import \\ud800" in stored["error"].tolist()
+    stored_details = wh.read_table("test_outcomes")["buggy_detail"].tolist()
+    assert any(d.startswith("AssertionError: half \\ud800 a pair") for d in stored_details)
+    repairs = wh.read_table("storage_repairs")
+    assert sorted(zip(repairs["table_name"], repairs["column_name"], repairs["n_values"])) == [
+        ("generated_tests", "error", 1), ("generated_tests", "source", 1),
+        ("test_outcomes", "buggy_detail", 3), ("test_outcomes", "fixed_detail", 1)]

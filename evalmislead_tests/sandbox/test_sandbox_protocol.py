@@ -24,6 +24,17 @@ def test_collection_message_has_one_shape() -> None:
         sp.parse_collected(b'{"ids": [%s], "error": null}' % b",".join(b'"t%d"' % i for i in range(11)), 10, 20)
 
 
+def test_the_set_up_line_has_two_shapes() -> None:
+    """Issue 27: the module process's first line, written before the test module runs, says whether the
+    runner could set it up; anything else there is malformed (and a runner failure, never the file's)."""
+    assert sp.parse_setup(b'{"setup": "ok"}') is None
+    assert sp.parse_setup(b'{"setup": "failed", "error": "OSError: x"}') == "OSError: x"
+    for bad in (b'{"ids": [], "error": null}', b'{"setup": "ok", "error": "x"}', b'{"setup": "maybe", "error": "x"}',
+                b'{"setup": "failed", "error": 1}', b'{"setup": "failed"}', b"[]", b"nope"):
+        with pytest.raises(sp.Malformed):
+            sp.parse_setup(bad)
+
+
 def test_test_messages_need_the_nonce_and_a_known_status() -> None:
     assert sp.parse_prefixed('{"status": "passed", "detail": ""}', "t", 600) == {"report": {"status": "passed",
                                                                                           "detail": ""}}
