@@ -28,7 +28,7 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 vertical-align:top}th{background:#f4f4f4}pre{background:#f7f7f7;padding:.6em;overflow-x:auto;white-space:pre-wrap}
 .misleading{background:#fde2e2}.effective{background:#e2f5e2}.both_pass{background:#eef}.both_fail{background:#eee}
 .passed{color:#176317;font-weight:600}.failed,.error,.timeout,.crashed,.tampered{color:#a11}
-del{background:#fdd}ins{background:#dfd}nav a{margin-right:1em}"""
+del{background:#fdd;text-decoration:none}ins{background:#dfd;text-decoration:none}nav a{margin-right:1em}"""
 
 
 def _e(value: Any) -> str:
