@@ -131,9 +131,10 @@ def render(frames: Frames) -> list[str]:
                 "nothing to set side by side._"]
     lvl = _level(rates, comp, avg)
     out = [f"{len(models)} model{'s' if len(models) != 1 else ''}: {', '.join(f'`{m}`' for m in models)}. Each "
-           f"model's rates are pooled over its own tests, with {lvl} percentile intervals from a bootstrap over "
-           "problems; each model's comparisons pair its own answered problems (thinking on: its "
-           "truncation-matched subset), as in the single-model tables above.", ""]
+           f"model's rates are pooled over its own tests, with {lvl} cluster-adjusted Wilson intervals (tests "
+           "clustered in problems); each model's comparisons pair its own answered problems (thinking on: its "
+           "truncation-matched subset) with percentile intervals from a paired bootstrap, as in the single-model "
+           "tables above.", ""]
     for thinking in THINKING_MODES:
         if not rates.empty and (rates["thinking"] == thinking).any():
             out += [f"**Rates per model, thinking {thinking}**", "", md_table(rates_rows(rates, thinking)), ""]
