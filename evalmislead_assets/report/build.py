@@ -145,7 +145,9 @@ def file_ref(name: str, _: bytes) -> str:
 
 def build(data: ReportData, plan: Plan, notes: list[str] | None = None) -> Report:
     rates = data.condition_rates
-    plots = {k: v for k, v in (("rates.png", rates_plot(rates)), ("truncation.png", truncation_plot(rates))) if v}
+    plots = {k: v for k, v in (("rates.png", rates_plot(rates)), ("truncation.png", truncation_plot(rates)),
+                               ("rates.svg", rates_plot(rates, "svg")),
+                               ("truncation.svg", truncation_plot(rates, "svg"))) if v}
 
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -178,7 +180,8 @@ def build(data: ReportData, plan: Plan, notes: list[str] | None = None) -> Repor
                       "", "Rates with their " + level_label(plan.level) + " cluster-adjusted Wilson intervals (%).", "",
                       md_table(rates_table(rates, mode)), ""]
         if "rates.png" in plots:
-            L += [f"![Rates per condition]({image_ref('rates.png', plots['rates.png'])})", ""]
+            L += [f"![Rates per condition]({image_ref('rates.png', plots['rates.png'])})", "",
+                  "(vector version for a paper: `plots/rates.svg`)", ""]
         L += ["## 2. Primary comparisons", ""]
         comp = data.bootstrap_comparisons
         if comp.empty:

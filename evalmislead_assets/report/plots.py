@@ -1,4 +1,5 @@
-"""The report's PNG plots (matplotlib's Agg canvas, no global pyplot state)."""
+"""The report's plots, as PNG (for the page) and SVG (for a paper), from matplotlib's canvases (no global
+pyplot state)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,20 @@ from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.report.formatting import level_label
 
 
-def _png(fig) -> bytes:  # noqa: ANN001
+def _png(fig, fmt: str = "png") -> bytes:  # noqa: ANN001
+    """The figure as PNG (90 dpi) or SVG (vector, text kept as paths so it renders the same everywhere)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    if fmt == "svg":
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    else:
+        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     return buf.getvalue()
 
 
-def rates_plot(rates: pd.DataFrame) -> bytes | None:
+def rates_plot(rates: pd.DataFrame, fmt: str = "png") -> bytes | None:
     """Misleading and effective rate per condition, one panel per thinking mode, with intervals."""
     if rates.empty:
         return None
@@ -44,10 +49,10 @@ def rates_plot(rates: pd.DataFrame) -> bytes | None:
         ax.set_title(f"thinking {mode}")
         ax.legend(fontsize=8)
     fig.suptitle(f"Rates per condition ({level_label(float(rates['level'].iloc[0]))} cluster-adjusted Wilson intervals)", fontsize=10)
-    return _png(fig)
+    return _png(fig, fmt)
 
 
-def truncation_plot(rates: pd.DataFrame) -> bytes | None:
+def truncation_plot(rates: pd.DataFrame, fmt: str = "png") -> bytes | None:
     """Answers that hit the token cap, and those that also yielded no test, per condition and mode."""
     if rates.empty:
         return None
@@ -73,4 +78,4 @@ def truncation_plot(rates: pd.DataFrame) -> bytes | None:
     ax.set_ylabel("answers")
     ax.set_title("Truncation by condition", fontsize=10)
     ax.legend(fontsize=7)
-    return _png(fig)
+    return _png(fig, fmt)

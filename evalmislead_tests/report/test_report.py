@@ -102,10 +102,12 @@ def test_report_from_stored_rows(wh, tmp_path):
     assert "4 misleading" in md and "1 both pass" in md
     assert "assert get_positive([1, 2, 3]) == []" in md
     assert "-    return [e for e in l if e < 0]" in md
-    # plots: real PNGs, referenced by path in the file and inline in the HTML and UI markdown
-    assert {p.name for p in written.plot_paths} == {"rates.png", "truncation.png"}
+    # plots: real PNGs, referenced by path in the file and inline in the HTML and UI markdown; SVGs for a paper
+    assert {p.name for p in written.plot_paths} == {"rates.png", "truncation.png", "rates.svg", "truncation.svg"}
     for p in written.plot_paths:
-        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        data = p.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" if p.suffix == ".png" else b"<svg" in data[:2000]
+    assert "plots/rates.svg" in md
     assert "](plots/rates.png)" in md and "data:image" not in md
     html = written.html_path.read_text(encoding="utf-8")
     assert html.count("<table>") >= 5 and "data:image/png;base64," in html
