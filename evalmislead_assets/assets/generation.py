@@ -101,9 +101,24 @@ def _rows(problems: pd.DataFrame, rendered: list[prompts.Rendered], results: lis
     })
 
 
-def _metadata(results: list[ChatResult], stats: BatchStats, template_sha: str, max_tokens: int) -> dict[str, Any]:
+def problem_ranges(indices: list[int]) -> str:
+    """[0, 1, 2, 5, 30] -> '0-2,5,30' (the partition's problem set, shown in the UI)."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _metadata(results: list[ChatResult], stats: BatchStats, template_sha: str, max_tokens: int,
+              problems: pd.DataFrame | None = None) -> dict[str, Any]:
     answered = [r for r in results if not r.error]
-    return {
+    shown = {} if problems is None else {
+        # a 4-problem partition must never look like a 164-problem one in the UI
+        "problems": len(problems), "problem_set": problem_ranges([int(i) for i in problems["problem_idx"]])}
+    return {**shown,
         "answers": len(answered),
         "truncations": sum(1 for r in answered if r.finish_reason == "length"),
         "errors": len(results) - len(answered),
@@ -195,7 +210,7 @@ def model_specs(
     df, results, stats = _generate(context, wh, llm, "model_specs", None, thinking, problems, rendered, config)
     df.insert(0, "thinking", thinking)
     df["spec_text"] = text_column([None if r.error else prompts.extract_spec(r.text) for r in results])
-    metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking, model_of(context)))
+    metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking, model_of(context)), df)
     metadata["empty_specs"] = int(sum(1 for s in df["spec_text"] if not s))
     # the partition's rows are replaced by the IO manager (one transaction)
     return MaterializeResult(value=df, metadata=metadata,
@@ -278,7 +293,7 @@ def test_generations(
         df = pd.concat([df, skipped], ignore_index=True).sort_values("problem_idx", kind="stable")
     df.insert(0, "thinking", thinking)
     df.insert(0, "condition", condition)
-    metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking, model_of(context)))
+    metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking, model_of(context)), df)
     metadata["empty_model_specs"] = len(skipped)
     # the partition's rows are replaced by the IO manager (one transaction)
     return MaterializeResult(value=df, metadata=metadata,

@@ -86,6 +86,7 @@ def test_generation_stores_answers_with_provenance_and_reruns_from_cache(
         meta = _metadata(result, generation.test_generations)
         assert meta["answers"] == 2 and meta["errors"] == 0 and meta["requests_sent"] == 2 and meta["cache_hits"] == 0
         assert meta["max_tokens"] == 40 and meta["completion_tokens"] > 0
+        assert meta["problems"] == 2 and meta["problem_set"] == "0,30"  # the UI shows the partition's problems
         assert _check(result)[0]
 
     rows = wh.read_table("test_generations", order_by="condition, problem_idx")
@@ -312,3 +313,8 @@ def test_thinking_on_for_a_model_that_cannot_think_fails_before_any_request(seed
     message = failure.step_failure_data.error.message.strip()
     assert "cannot think" in message and "\n" not in message
     assert _count(seeded_warehouse, "llm_calls") == 0
+
+
+def test_problem_ranges_name_the_partitions_problem_set() -> None:
+    assert generation.problem_ranges([30, 0, 1, 2, 5, 31]) == "0-2,5,30-31"
+    assert generation.problem_ranges([2, 4, 13, 30]) == "2,4,13,30" and generation.problem_ranges([]) == ""
