@@ -43,9 +43,17 @@ CLI_SANDBOX_SQL = ("SET enable_external_access = false; SET autoload_known_exten
 _PRAGMA_NAME = re.compile(r"^\s*PRAGMA\s+([A-Za-z_]\w*)", re.IGNORECASE)
 
 
+_HINTS = ("Did you mean", "Candidate bindings", "HINT")
+
+
 def _first_line(exc: BaseException) -> str:
+    """DuckDB's message in one line, with its own hint ("Did you mean \"condition_rates\"?") kept."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    lines = text.splitlines()
+    hints = [ln.strip() for ln in lines[1:] if ln.strip().startswith(_HINTS)]
+    return " ".join([lines[0], *hints])
 
 
 def check_statement(sql: str) -> str:

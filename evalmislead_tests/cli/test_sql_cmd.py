@@ -226,3 +226,12 @@ def test_no_query_with_repl_runs_the_built_in_prompt(db: Path) -> None:
     assert "error: this command is read-only: COPY statements are refused" in out
     assert "42" in out.splitlines()[-2]  # the session goes on after an error
     assert res.returncode == 1  # a statement failed
+
+
+def test_duckdbs_own_hints_reach_the_user_in_one_line(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_sql(db, "select * from test_outcome")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and 'Did you mean "test_outcomes"' in err
+    assert main(_sql(db, "select outcomes from test_outcomes")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Candidate bindings" in err and "outcome" in err
