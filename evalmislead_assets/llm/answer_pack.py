@@ -148,7 +148,7 @@ def write_pack(
         times = sorted(str(a.get("created_at") or "") for a in chunk)
         shards.append({"file": name, "sha256": hashlib.sha256(data).hexdigest(), "answers": len(chunk),
                        "first_created_at": times[0], "last_created_at": times[-1]})
-    old_props = _read_props(folder) if append else {}
+    old_props = read_props(folder) if append else {}
     all_props = {**old_props, **props}
     _write_atomic(folder / PROPS_FILE, (json.dumps(all_props, sort_keys=True, indent=1) + "\n").encode())
     total = sum(s["answers"] for s in shards)
@@ -159,7 +159,7 @@ def write_pack(
     return len(new), total
 
 
-def _read_props(folder: Path) -> dict[str, dict[str, Any]]:
+def read_props(folder: Path) -> dict[str, dict[str, Any]]:
     path = Path(folder) / PROPS_FILE
     if not path.is_file():
         return {}
@@ -198,7 +198,7 @@ def read_pack(folder: Path, check_model: bool = True) -> Pack:
         if other is not None:
             raise PackError(f"pack {folder} is for model {model!r} but holds a request for "
                             f"{json.loads(other['request_json']).get('model')!r} ({other.get('task_id')})")
-    return Pack(folder, manifest, answers, _read_props(folder))
+    return Pack(folder, manifest, answers, read_props(folder))
 
 
 def import_answers(wh: Warehouse, pack: Pack) -> tuple[int, int]:

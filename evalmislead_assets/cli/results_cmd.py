@@ -1,0 +1,67 @@
+"""`evalmislead results`: the README's Results section from the stored rows (report/results.py).
+
+    evalmislead results                      print the section
+    evalmislead results --write README.md    put it between the README's Results markers
+    evalmislead results --check README.md    exit 1 when the README's section differs from the stored rows
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from evalmislead_assets import settings
+from evalmislead_assets.errors import ConfigError
+
+HELP = "Render the README's Results section from the stored rows (--write to update it, --check to compare)."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default="", help="DuckDB file (default: EVALMISLEAD_DB or the project's)")
+    p.add_argument("--pack", default="", help="answer pack whose provenance to show (default: the bundled one, if "
+                                             "its answers are what the rows hold)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--write", default="", metavar="README", help="replace the section between the markers")
+    group.add_argument("--check", default="", metavar="README", help="compare the README's section; exit 1 if stale")
+
+
+def run(args: argparse.Namespace) -> int:
+    from evalmislead_assets.analysis.plan import load_plan
+    from evalmislead_assets.cli.replay import DEFAULT_PACK
+    from evalmislead_assets.llm import answer_pack
+    from evalmislead_assets.report import results
+    from evalmislead_assets.report.build import load_data
+    from evalmislead_assets.store.database import Warehouse
+
+    db = Path(args.db).expanduser() if args.db else settings.db_path()
+    if not db.is_file():
+        raise ConfigError(f"{db} does not exist; run the study first (bash scripts/run-study.sh)")
+    data = load_data(Warehouse(db))
+    pack = Path(args.pack).expanduser() if args.pack else DEFAULT_PACK
+    manifest, props = None, None
+    try:
+        manifest = answer_pack.read_manifest(pack)
+        props = answer_pack.read_props(pack) if manifest else None
+    except answer_pack.PackError as exc:
+        raise ConfigError(str(exc)) from None
+    section = results.render(data, load_plan(settings.analysis_plan_path()), manifest, props)
+    target = args.write or args.check
+    if not target:
+        print("\n".join(section))
+        return 0
+    path = Path(target)
+    text = path.read_text(encoding="utf-8")
+    try:
+        if args.write:
+            path.write_text(results.splice(text, section), encoding="utf-8")
+            print(f"evalmislead: wrote the Results section of {path} from {db}")
+            return 0
+        if results.current(text) != "\n".join(section):
+            print(f"evalmislead: the Results section of {path} differs from what {db} gives now; run "
+                  f"evalmislead results --write {path}", file=sys.stderr)
+            return 1
+    except results.ResultsError as exc:
+        raise ConfigError(str(exc)) from None
+    print(f"evalmislead: the Results section of {path} matches {db}")
+    return 0

@@ -1,0 +1,53 @@
+"""The README's Results section comes from the stored rows: rendered, written between its markers, checked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalmislead_assets.cli import main
+from evalmislead_assets.report import results
+from evalmislead_assets.store.database import Warehouse
+from evalmislead_tests.report.test_report import store
+
+README = f"# x\n\nbefore\n\n{results.BEGIN}\nold text\n{results.END}\n\nafter\n"
+
+
+def test_section_from_rows_written_and_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wh = Warehouse(tmp_path / "r.duckdb")
+    store(wh)
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "manifest.json").write_text(json.dumps({
+        "format": 1, "model": "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M", "answers": 12, "slots": 1, "seed": 1234,
+        "max_tokens_off": 2048, "model_file_sha256": "cc324af070c2ecbf", "git_commit": "abc",
+        "shards": [{"first_created_at": "2026-12-04T17:00", "last_created_at": "2026-12-06T09:00"}]}))
+    (pack / "server_props.json").write_text(json.dumps({"p": {"build_info": "b11434-test"}}))
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--check", str(readme)]) == 1
+    assert "differs" in capsys.readouterr().err
+    assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--write", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith("# x\n\nbefore\n\n") and text.endswith("\n\nafter\n") and "old text" not in text
+    section = results.current(text)
+    # figures from the rows: buggy_code has 7 tests, 4 misleading (57.1 %); the provenance from the pack
+    line = next(x for x in section.splitlines() if x.startswith("| buggy_code"))
+    assert "| 7 " in line and "57.1 %" in line
+    assert "b11434-test" in section and "1 slot(s)" in section and "2026-12-04 to 2026-12-06" in section
+    assert "assert get_positive([1, 2, 3]) == []" in section  # the worked example
+    assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--check", str(readme)]) == 0
+    # a new row changes a figure: the README's copy is stale
+    store(wh, with_task_30=False)
+    assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--check", str(readme)]) == 1
+
+
+def test_no_markers_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wh = Warehouse(tmp_path / "r.duckdb")
+    store(wh)
+    readme = tmp_path / "README.md"
+    readme.write_text("# nothing here\n")
+    assert main(["results", "--db", str(wh.path), "--pack", str(tmp_path / "none"), "--write", str(readme)]) == 2
+    assert "no Results markers" in capsys.readouterr().err
