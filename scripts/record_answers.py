@@ -8,8 +8,10 @@ Runs the real Dagster assets (so every request body is exactly what `evalmislead
 `test_generations[<condition>|off]`, the primary conditions over all problems first, the reference
 conditions after; with each block's specs, the spec judge's requests (what `spec_labels` sends, through
 analysis.spec_labels.judge_specs and the same `judge_llm` resource settings). Every answer is committed to the data folder's llm_cache as it arrives, so a killed
-recorder resumes where it stopped (a re-run sends only what is missing). After each block the answers
-are added to the pack (``--pack``, new shards only) with `evalmislead answers export --append`.
+recorder resumes where it stopped (a re-run sends only what is missing), and a recorder started on a fresh
+machine first imports the committed pack (``--pack``) into its data folder. After each block the answers
+are added to the pack (new shards only) with `evalmislead answers export --append`, and with ``--commit``
+committed.
 Execution, analysis and the report are not run here: the replay (`evalmislead run --replay`) does them.
 """
 
@@ -130,6 +132,13 @@ def main() -> int:
             time.sleep(3 + 5 * attempt)
         print(f"record: could not commit the pack: {done.stderr.strip()[:200]}", flush=True)
 
+    if args.pack and (Path(args.pack) / "manifest.json").is_file():
+        # a recording resumed on another machine: what the pack holds is not asked again
+        cmd = [sys.executable, "-m", "evalmislead_assets.cli", "answers", "import", args.pack]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        print(f"record: {(done.stdout or done.stderr).strip()}", flush=True)
+        if done.returncode != 0:
+            raise SystemExit("record: the pack cannot be imported (see above); fix that before recording more")
     step(["problems", "problem_validation"], None, None)
     blocks = [problems[i:i + args.block] for i in range(0, len(problems), args.block)]
     passes = [[c for c in conditions if c in PRIMARY], [c for c in conditions if c not in PRIMARY]]
