@@ -22,24 +22,29 @@ def model_for_key(key: AssetKey) -> Optional[ModelSpec]:
     return study_models.model_for_path(key.path)
 
 
-def _key_of(context: Any) -> AssetKey:
+def _keys_of(context: Any) -> list[AssetKey]:
+    """Every asset key the step computes (or checks): one for an asset, several for a multi-asset
+    (spec_labels and its side tables), where ``context.asset_key`` raises."""
     if isinstance(context, AssetCheckExecutionContext):
         checks = list(context.op_execution_context.selected_asset_check_keys)
         if not checks:
             raise ValueError("an asset check without a check key")
-        return checks[0].asset_key
+        return [c.asset_key for c in checks]
     if isinstance(context, AssetExecutionContext):
-        return context.asset_key
+        return sorted(context.assets_def.keys, key=lambda k: k.to_user_string())
     raise TypeError(f"no asset key in {type(context).__name__}")
 
 
 def model_of(context: AssetExecutionContext | AssetCheckExecutionContext) -> ModelSpec:
-    """The model of the asset (or the checked asset) this step computes."""
-    key = _key_of(context)
-    model = model_for_key(key)
-    if model is None:
-        raise ValueError(f"{key.to_user_string()} belongs to no model")
-    return model
+    """The model of the asset(s) (or the checked asset) this step computes; a multi-asset's outputs all
+    belong to one model (they share its prefix)."""
+    keys = _keys_of(context)
+    models = {m.name: m for m in (model_for_key(k) for k in keys) if m is not None}
+    if len(models) != 1:
+        names = ", ".join(k.to_user_string() for k in keys)
+        raise ValueError(f"{names} belong{'s' if len(keys) == 1 else ''} to "
+                         f"{'no model' if not models else 'several models: ' + ', '.join(models)}")
+    return next(iter(models.values()))
 
 
 def model_where(context: AssetExecutionContext | AssetCheckExecutionContext) -> dict[str, str]:

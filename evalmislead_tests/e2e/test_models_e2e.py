@@ -1,6 +1,11 @@
 """Two real models in one study (issue 19): each answers through its own embedded llama-server, both models'
 rows sit side by side in one DuckDB file, the cross-model assets average them, and re-materializing one
-model leaves the other's rows byte-identical."""
+model leaves the other's rows byte-identical.
+
+Each model runs the whole chain `evalmislead run` runs (run_study's lists: specs, the generation chain with
+coverage and mutation scores, every analysis asset, spec_labels among them, and the report), then the
+cross-model assets: issue 27 found that the multi-asset spec_labels failed for every prefixed model, which a
+chain without it did not see."""
 
 from __future__ import annotations
 
@@ -11,20 +16,19 @@ import pytest
 from dagster import AssetKey, AssetsDefinition, DagsterInstance, materialize
 
 from evalmislead_assets import study_models
+from evalmislead_assets.cli.run_study import ACROSS_MODELS as ACROSS
+from evalmislead_assets.cli.run_study import ANALYSIS, CHAIN
 from evalmislead_assets.llm.llama_server import smollm2_model
 from evalmislead_assets.partitions import partition_key
 from evalmislead_assets.store.schema import PER_MODEL_TABLES
 from evalmislead_tests.dagster_services import GET_POSITIVE_GRAMMAR, grammar_run_config
 
-CHAIN = ("test_generations", "generated_tests", "test_outcomes")
-ANALYSIS = ("condition_rates", "bootstrap_comparisons")
 # task 30 again (the buggy version keeps only the negatives), two tests that pass on both versions
 BOTH_PASS_GRAMMAR = (
     r'root ::= "```python\nfrom solution import get_positive\n\n\ndef test_p" [a-z]{0,6} "():\n'
     r'    assert get_positive([0]) == []\n\n\ndef test_q" [a-z]{0,6} "():\n'
     r'    assert get_positive([]) == []\n```\n"'
 )
-ACROSS = ("model_rates", "model_comparisons", "model_average", "model_sizes", "models_report")
 CONDITIONS = ("buggy_code", "fixed_code")
 
 
@@ -35,7 +39,7 @@ def _by_key(defs) -> dict[AssetKey, AssetsDefinition]:  # noqa: ANN001
 def _materialize(defs, keys: list[AssetKey], resources: dict, **kw) -> None:  # noqa: ANN001, ANN003
     """The assets of ``keys`` with every other asset of the graph as a stored source."""
     assets = _by_key(defs)
-    wanted = [assets[k] for k in dict.fromkeys(keys)]
+    wanted = list(dict.fromkeys(assets[k] for k in keys))  # a multi-asset once, whichever of its keys
     deps = {d for a in wanted for d in a.dependency_keys} - set(keys)
     sources = [assets[d].to_source_asset(d) for d in deps]
     result = materialize([*wanted, *sources], selection=keys, resources=resources,
@@ -48,7 +52,7 @@ def _model_rows(wh, model: str) -> dict[str, pd.DataFrame]:  # noqa: ANN001
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(3600)  # two real models, each through its whole chain, on a loaded 2-core machine
 def test_two_models_side_by_side_and_one_rerun_leaves_the_other_untouched(
     seeded_warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -62,7 +66,8 @@ def test_two_models_side_by_side_and_one_rerun_leaves_the_other_untouched(
         '[[models]]\nname = "qwen2.5-coder-0.5b"\nbundled = "qwen2.5-coder-0.5b"\nslots = 1\n'
     )
     for name, value in {"EVALMISLEAD_STUDY": str(study_file), "EVALMISLEAD_PROBLEMS": "30",
-                        "EVALMISLEAD_MAX_TOKENS_OFF": "128", "EVALMISLEAD_MAX_TOKENS_ON": "64"}.items():
+                        "EVALMISLEAD_MAX_TOKENS_OFF": "128", "EVALMISLEAD_MAX_TOKENS_ON": "64",
+                        "EVALMISLEAD_PROBE_N": "1", "EVALMISLEAD_JUDGE_MAX_TOKENS": "32"}.items():
         monkeypatch.setenv(name, value)
     for name in ("EVALMISLEAD_LLM_URL", "EVALMISLEAD_EMBEDDED_MODEL", "EVALMISLEAD_MODELS"):
         monkeypatch.delenv(name, raising=False)
@@ -84,6 +89,7 @@ def test_two_models_side_by_side_and_one_rerun_leaves_the_other_untouched(
             _materialize(defs, [AssetKey([key, a]) for a in ANALYSIS], resources)
 
         try:
+            _materialize(defs, [AssetKey("mutants")], resources)  # model-free: the mutation scores' input
             run_model("smollm2_135m", GET_POSITIVE_GRAMMAR)
             run_model("qwen2_5_coder_0_5b", GET_POSITIVE_GRAMMAR)
             _materialize(defs, [AssetKey(a) for a in ACROSS], resources)
@@ -108,6 +114,13 @@ def test_two_models_side_by_side_and_one_rerun_leaves_the_other_untouched(
             report = (Path(tmp_path / "home") / "report" / "models.md").read_text()
             assert "smollm2-135m" in report and "qwen2.5-coder-0.5b" in report and "Average over models" in report
             assert "Replication on the average over models" in report
+            # the whole chain ran for both models: every analysis table, the judge's labels and each report
+            for table in ("spec_labels", "spec_label_splits", "condition_rates", "bootstrap_comparisons",
+                          "test_coverage", "mutation_scores", "determinism_probe"):
+                models = wh.query_df(f"SELECT DISTINCT model_name FROM {table} ORDER BY 1")["model_name"].tolist()
+                assert models == ["qwen2.5-coder-0.5b", "smollm2-135m"], table
+            for key in ("smollm2_135m", "qwen2_5_coder_0_5b"):
+                assert (Path(tmp_path / "home") / "report" / key / "report.md").is_file()
 
             # one model again, with other answers: only its rows move
             qwen_before = _model_rows(wh, "qwen2.5-coder-0.5b")
