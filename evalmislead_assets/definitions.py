@@ -105,7 +105,8 @@ def build(study: Study) -> Definitions:
             "io_manager": WarehouseIOManager(),
             "embedded_server": embedded_server,
             "llm": LLMResource(embedded_server=embedded_server),
-            "judge_llm": LLMResource(urls=settings.judge_url(), embedded_server=embedded_server),
+            "judge_llm": LLMResource(urls=settings.judge_url(), urls_origin="EVALMISLEAD_JUDGE_URL",
+                                     embedded_server=embedded_server),
         },
         jobs=jobs_for(study),
         # One process per run: steps share the LLM resource (and the embedded server) and

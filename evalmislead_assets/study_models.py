@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from evalmislead_assets import settings
 from evalmislead_assets.llm import embedded_model
 from evalmislead_assets.store.schema import MODEL_COLUMN, PER_MODEL_TABLES
-from evalmislead_assets.study.models import ModelSpec, Study, StudyError, load_study, select
+from evalmislead_assets.study.models import (
+    ModelSpec, Reach, Study, StudyError, load_study, model_reach, select,
+)
 
 
 def _bundled_default(model: embedded_model.BundledModel) -> ModelSpec:
@@ -88,6 +90,14 @@ def reset() -> None:
     unnamed_rows_model.cache_clear()
 
 
+def reach(model: ModelSpec | None = None, current: Study | None = None) -> Reach:
+    """Where ``model``'s requests go (default: the study's first) and where that is set: its urls in the
+    study file, EVALMISLEAD_LLM_URL, or the embedded server (study.models.model_reach)."""
+    current = current or study()
+    spec = model or current.models[0]
+    return model_reach(spec, current.source, settings.llm_urls(), settings.embedded_model_override())
+
+
 def model_filter_sql(name: str) -> tuple[str, list[str]]:
     """SQL selecting one model's rows: ``model_name`` is ``name``, or NULL (a row written before models
     were data, or by hand) when ``name`` is unnamed_rows_model(); each run names such rows
@@ -95,5 +105,5 @@ def model_filter_sql(name: str) -> tuple[str, list[str]]:
     return f"coalesce({MODEL_COLUMN}, ?) = ?", [unnamed_rows_model(), name]
 
 
-__all__ = ["BUNDLED_DEFAULTS", "ModelSpec", "Study", "StudyError", "check", "load", "model_filter_sql", "model_for_path", "reset",
-           "study", "unnamed_rows_model"]
+__all__ = ["BUNDLED_DEFAULTS", "ModelSpec", "Reach", "Study", "StudyError", "check", "load", "model_filter_sql",
+           "model_for_path", "reach", "reset", "study", "unnamed_rows_model"]

@@ -11,7 +11,7 @@ Modes (``mode`` for every chat request, ``script`` for the next few first):
 - ``truncated``: 200 announcing 1,000 bytes, sends 100 and closes the connection
 - ``surrogate``: a good completion whose content is a lone surrogate (the JSON escape ``\\ud800``)
 
-``props_mode`` does the same for ``/props`` (``ok``, ``hang``, ``status:N``). Every chat request
+``alias`` is the model name ``/props`` reports (default ``fake-model``). ``props_mode`` does the same for ``/props`` (``ok``, ``hang``, ``status:N``). Every chat request
 is counted (``chat_requests``, ``bodies``, ``in_flight``); ``client_gone`` counts requests whose
 client closed the connection before the answer was complete.
 
@@ -33,15 +33,17 @@ MODES = ("ok", "status:N", "error_body", "empty_choices", "list", "null", "inval
          "hang", "truncated", "surrogate")
 
 
-def completion(content: str, prompt_tokens: int = 7, completion_tokens: int = 5) -> dict[str, Any]:
+def completion(content: str, prompt_tokens: int = 7, completion_tokens: int = 5,
+               model: str = "fake-model") -> dict[str, Any]:
     return {"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}, "model": "fake-model"}
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}, "model": model}
 
 
 class FakeLLMServer:
     def __init__(self, mode: str = "ok", port: int = 0, trickle_s: float = 0.5, trickle_chunks: int = 200,
-                 trickle_bytes: int = 8) -> None:
+                 trickle_bytes: int = 8, alias: str = "fake-model") -> None:
         self.mode = mode
+        self.alias = alias  # the model name /props reports (two servers of one alias share cached answers)
         self.props_mode = "ok"
         self.script: list[str] = []
         self.answer: str | None = None
@@ -210,7 +212,7 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             elif mode.startswith("status:"):
                 self._send(int(mode.split(":", 1)[1]), b'{"error": "props"}')
             else:
-                self._send(200, json.dumps({"model_alias": "fake-model", "total_slots": 2,
+                self._send(200, json.dumps({"model_alias": server.alias, "total_slots": 2,
                                             "build_info": "fake-build"}).encode())
 
         def do_POST(self) -> None:  # noqa: N802
@@ -224,7 +226,8 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 server.in_flight += 1
             try:
                 prompt = (body.get("messages") or [{}])[-1].get("content", "")
-                self._answer(mode, completion(server.answer if server.answer is not None else f"echo: {prompt}"))
+                content = server.answer if server.answer is not None else f"echo: {prompt}"
+                self._answer(mode, completion(content, model=server.alias))
             except OSError:
                 pass
             finally:

@@ -19,7 +19,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from evalmislead_assets import settings
+from evalmislead_assets import settings, study_models
 from evalmislead_assets.analysis import rates, secondary
 from evalmislead_assets.analysis.plan import Plan, cells_present
 from evalmislead_assets.analysis.reasoning_mentions import load_keywords
@@ -32,6 +32,7 @@ from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.report.inputs import INPUTS
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.llm.errors import batch_errors_line
+from evalmislead_assets.llm.types import LLMUnreachable
 from evalmislead_assets.llm.prompts import load_template
 from evalmislead_assets.assets.model_scope import model_path
 from evalmislead_assets.assets.analysis_inputs import UPSTREAM, plan_code_version, study_plan
@@ -151,6 +152,14 @@ SPEC_LABEL_TABLES = ("spec_label_agreement", "spec_label_splits")
 REASONING_MENTION_TABLES = ("reasoning_mention_matches", "reasoning_mention_summary")
 
 
+def _judge_who(judge_llm: LLMResource) -> str:
+    """Whose server the spec judge asks: EVALMISLEAD_JUDGE_URL, else the study's first model's."""
+    if judge_llm.urls.strip():
+        return judge_llm.urls_origin
+    return (f"the study's first model, {study_models.study().models[0].name}, judges every model's specs; "
+            "EVALMISLEAD_JUDGE_URL sets another server")
+
+
 class SpecLabelsConfig(Config):
     """Launchpad settings of the spec_labels asset."""
 
@@ -183,8 +192,11 @@ def spec_labels(
     # the warehouse holds the judge's answers (llm_cache); the three tables go through the IO manager
     template = load_template(JUDGE_TEMPLATE, settings.prompts_dir())
     max_tokens = config.judge_max_tokens or settings.judge_max_tokens()
-    judged = judge_specs(specs, problems, judge_llm, warehouse.get(), template=template, max_tokens=max_tokens,
-                         log=context.log)
+    try:
+        judged = judge_specs(specs, problems, judge_llm, warehouse.get(), template=template, max_tokens=max_tokens,
+                             log=context.log)
+    except LLMUnreachable as exc:  # judged answers so far are cached; say whose server the judge is
+        raise Failure(description=f"the spec judge ({_judge_who(judge_llm)}): {exc}") from None
     call_errors = [e if str(e or "").startswith(JUDGE_CALL_FAILED) else None for e in judged["judge_error"]]
     line = batch_errors_line("spec_labels (judge)", [str(t) for t in judged["task_id"]], call_errors)
     if line:  # a failing judge server is not a label: the step fails, good answers stay cached

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 import time
@@ -13,6 +14,7 @@ from evalmislead_assets import config_check, settings
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.llm import stop_signals
 from evalmislead_assets.cli import run_guard
+from evalmislead_assets.cli.model_runs import ModelRun, StepFailed, failed_phrase, state_lines, utc_now
 from evalmislead_assets.study.models import Study
 
 HELP = "Run the study end to end (problems, generation, execution, analysis, report) as Dagster runs."
@@ -106,13 +108,16 @@ def run(args: argparse.Namespace) -> int:
     for stale in fail_stale_runs(instance):  # a killed run's partition is free again
         print(f"evalmislead: {stale.line()}", flush=True)
     subset = "all 164" if cfg.problems is None else ",".join(map(str, cfg.problems))
+    reaches = {m.name: study_models.reach(m, study) for m in study.models}
+    llm = reaches[study.models[0].name].describe() if not study.prefixed else "each model's own (below)"
     print(f"evalmislead: DuckDB {cfg.db}; DAGSTER_HOME {home}; problems {subset}; "
-          f"max_tokens off={cfg.max_tokens_off} on={cfg.max_tokens_on}; "
-          f"LLM {','.join(cfg.llm_urls) or 'embedded llama-server'}", flush=True)
+          f"max_tokens off={cfg.max_tokens_off} on={cfg.max_tokens_on}; LLM {llm}", flush=True)
     print(f"evalmislead: model{'s' if study.prefixed else ''} "
-          f"{'; '.join(f'{m.name} ({m.reach()})' for m in study.models)} (study file {study.source})", flush=True)
+          f"{'; '.join(f'{m.name}: {reaches[m.name].describe()}' for m in study.models)} "
+          f"(study file {study.source})", flush=True)
 
-    def step(names: list[str] | list[AssetKey], pkey: object = None) -> None:
+    def step(names: list[str] | list[AssetKey], pkey: object = None, stage: str = "") -> None:
+        """One Dagster run of ``names``; StepFailed (``stage`` names it shortly) when it fails (a stop signal exits)."""
         keys = [k if isinstance(k, AssetKey) else AssetKey(k) for k in names]
         keys = [k for k in keys if k in known]
         if not keys:
@@ -132,24 +137,60 @@ def run(args: argparse.Namespace) -> int:
             failure = _first_failure(result)
             if stop_signals.stop_requested() or any(w in failure for w in ("Interrupted", "StopRequested")):
                 _stopped(label)
-            raise SystemExit(f"evalmislead: {label} failed: {failure}\n{_llm_line(cfg.db, progress.since)}\n"
-                             "(stored rows are kept; re-run to resume)")
+            raise StepFailed(label, failure, stage)
         print(f"evalmislead: done {label} in {time.monotonic() - t0:.1f} s (run {result.run_id})", flush=True)
 
     progress = Progress(cfg.db, cfg.problems, conditions, modes, study.names)
-    step(["problems", "problem_validation", "mutants"])
-    for model in study.models:  # one model after the other: on a CPU box one server at a time
+    try:
+        step(["problems", "problem_validation", "mutants"])
+    except StepFailed as exc:
+        raise SystemExit(_failure_text(exc, _llm_line(cfg.db, progress.since, failed="the run failed"))) from None
+    runs: list[ModelRun] = []
+    for i, model in enumerate(study.models):  # one model after the other: on a CPU box one server at a time
         who = f"{model.name} " if study.prefixed else ""
-        for mode in modes:
-            step(model_keys(study, ["model_specs"], model), mode)
-            progress.report(f"{who}specs [{mode}]")
-            for cond in conditions:
-                step(model_keys(study, CHAIN, model), partition_key(cond, mode))
-                progress.report(f"{who}{cond}|{mode}")
-        step(model_keys(study, ANALYSIS, model))
-    step(ACROSS_MODELS)
-    _print_summary(cfg.db, progress.since, study)
+        current = ModelRun(model.name, utc_now())
+        runs.append(current)
+        try:
+            for mode in modes:
+                step(model_keys(study, ["model_specs"], model), mode, f"model_specs [{mode}]")
+                progress.report(f"{who}specs [{mode}]")
+                for cond in conditions:
+                    step(model_keys(study, CHAIN, model), partition_key(cond, mode), f"chain [{cond}|{mode}]")
+                    progress.report(f"{who}{cond}|{mode}")
+            current.chain_done = True
+            step(model_keys(study, ANALYSIS, model), stage="analysis")
+        except StepFailed as exc:  # this model stops here; the next one goes on (its own server)
+            current.failed_at, current.error = exc.stage, exc.failure
+            current.until = utc_now()
+            if not study.prefixed:
+                raise SystemExit(_failure_text(exc, current.requests_line(cfg.db, alone=True))) from None
+            more = "; the other models go on" if i + 1 < len(study.models) else ""
+            print(_failure_text(exc, current.requests_line(cfg.db), f"model {model.name} stops here{more}"),
+                  file=sys.stderr, flush=True)
+        current.until = current.until or utc_now()
+    across_failed = ""
+    if any(r.chain_done for r in runs):
+        try:
+            step(ACROSS_MODELS)
+        except StepFailed as exc:
+            across_failed = f"{exc.label} failed: {exc.failure}"
+            print(f"evalmislead: {across_failed}", file=sys.stderr, flush=True)
+    failed = [r for r in runs if r.failed]
+    if any(r.chain_done for r in runs):
+        _print_summary(cfg.db, progress.since, study, failed_phrase(runs))
+    if study.prefixed:
+        print("\n".join(state_lines(cfg.db, runs)), flush=True)
+    if failed or across_failed:
+        what = [f"{len(failed)} of {len(runs)} models failed ({', '.join(r.name for r in failed)})"] if failed else []
+        what += ["the cross-model step failed"] if across_failed else []
+        print(f"evalmislead: {'; '.join(what)}; stored rows are kept, re-run to resume", file=sys.stderr, flush=True)
+        return 1
     return 0
+
+
+def _failure_text(exc: StepFailed, requests: str, tail: str = "") -> str:
+    return (f"evalmislead: {exc.label} failed: {exc.failure}\n{requests}\n(stored rows are kept; re-run to resume"
+            f"{'; ' + tail if tail else ''})")
 
 
 def _stopped(label: str) -> NoReturn:
@@ -160,11 +201,11 @@ def _stopped(label: str) -> NoReturn:
     raise SystemExit(stop_signals.exit_code())
 
 
-def _llm_line(db: Path, since: object) -> str:
+def _llm_line(db: Path, since: object, failed: str = "") -> str:
     from evalmislead_assets.cli.summary import llm_calls_line
 
     try:
-        return llm_calls_line(db, since)
+        return llm_calls_line(db, since, failed=failed)  # type: ignore[arg-type]
     except Exception as exc:  # the failure may be the database itself: its own line above says so
         return f"LLM requests this run: not counted ({type(exc).__name__} reading {db})"
 
@@ -214,20 +255,20 @@ def _first_failure(result: object) -> str:
             while getattr(err, "cause", None) is not None and (err.cls_name or "").startswith("Dagster"):
                 err = err.cause
             lines = (err.message or "").strip().splitlines()
-            text = lines[0] if lines else str(err)
+            text = re.sub(r"^dagster\.[\w.]+\.Failure: ", "", lines[0]) if lines else str(err)
             step = getattr(event, "step_key", None)
             return f"{step}: {text}" if step else text
     return "unknown failure"
 
 
-def _print_summary(db: Path, since: object, study: Study) -> None:
+def _print_summary(db: Path, since: object, study: Study, failed: str = "") -> None:
     from evalmislead_assets.cli.summary import summary_lines
 
     base = settings.report_dir()
     folders = [base / m.key for m in study.models] if study.prefixed else [base]
     reports = [f / name for f in folders for name in ("report.md", "report.html")] + [base / "models.md"]
-    print("\n".join(summary_lines(db, reports, since=since, models=study.names, screening_hint=SCREENING_HINT)),
-          flush=True)
+    print("\n".join(summary_lines(db, reports, since=since, models=study.names,  # type: ignore[arg-type]
+                                  screening_hint=SCREENING_HINT, failed=failed)), flush=True)
 
 
 if __name__ == "__main__":

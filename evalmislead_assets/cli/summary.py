@@ -93,12 +93,18 @@ def worked_example(wh: Warehouse, models: list[str] | None = None) -> list[str]:
     return out
 
 
-def llm_calls_line(db: Path, since: datetime | None = None) -> str:
-    """The LLM requests of this run (llm_calls since ``since``): sent, answered, errors (with the first), unfinished."""
+def llm_calls_line(db: Path, since: datetime | None = None, until: datetime | None = None, who: str = "this run",
+                   failed: str = "") -> str:
+    """The LLM requests ``who`` sent (llm_calls from ``since`` until ``until``): sent, answered, errors (with the
+    first), unfinished. ``failed`` says what failed in that span ("m-a failed"): with no request sent, the line
+    says so instead of crediting the cache."""
     wh = Warehouse(db)
+    none = f"LLM requests {who}: none sent" + (f" ({failed} before sending one)" if failed else "")
     if not wh.path.exists() or not wh.table_exists("llm_calls"):
-        return "LLM requests this run: none sent"
-    where, params = ("WHERE ts >= ?", [since]) if since is not None else ("", [])
+        return none
+    clauses = [c for c, v in (("ts >= ?", since), ("ts < ?", until)) if v is not None]
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    params = [v for v in (since, until) if v is not None]
     row = wh.query_df(
         "SELECT count(*) AS sent, count(*) FILTER (WHERE state = 'answered' OR (state IS NULL AND error IS NULL)) "
         "AS answered, count(*) FILTER (WHERE state = 'error' OR (state IS NULL AND error IS NOT NULL)) AS errors, "
@@ -106,8 +112,8 @@ def llm_calls_line(db: Path, since: datetime | None = None) -> str:
         f"arg_min(task_id || ': ' || error, ts) FILTER (WHERE error IS NOT NULL) AS first_error FROM llm_calls {where}",
         params).iloc[0]
     if int(row["sent"]) == 0:
-        return "LLM requests this run: none sent (every answer came from the cache)"
-    text = (f"LLM requests this run: {int(row['sent'])} sent, {int(row['answered'])} answered, "
+        return none if failed else f"{none} (every answer came from the cache)"
+    text = (f"LLM requests {who}: {int(row['sent'])} sent, {int(row['answered'])} answered, "
             f"{int(row['errors'])} errors")
     if int(row["unfinished"]) or int(row["abandoned"]):
         text += f", {int(row['unfinished'])} unfinished, {int(row['abandoned'])} abandoned"
@@ -118,12 +124,13 @@ def llm_calls_line(db: Path, since: datetime | None = None) -> str:
 
 def summary_lines(
     db: Path, report_paths: list[Path], since: datetime | None = None, models: list[str] | None = None,
-    screening_hint: str = "",
+    screening_hint: str = "", failed: str = "",
 ) -> list[str]:
     """The run's closing lines: its LLM requests, each model's rates and comparisons (``models``: the study's,
-    rows without a model are the study file's first model's), a worked example, where the report and the data are."""
+    rows without a model are the study file's first model's), a worked example, where the report and the data are.
+    ``failed``: what failed in this run ("m-a failed"), for the requests line."""
     wh = Warehouse(db)
-    out: list[str] = ["", llm_calls_line(db, since)]
+    out: list[str] = ["", llm_calls_line(db, since, failed=failed)]
     names = models or [None]
     for name in names:
         clause, params = ("", []) if name is None else study_models.model_filter_sql(name)

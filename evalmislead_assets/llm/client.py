@@ -29,7 +29,7 @@ import httpx
 from evalmislead_assets.llm import errors as llm_errors
 from evalmislead_assets.store.hashing import sha256_text
 from evalmislead_assets.llm.errors import Attempt, one_line
-from evalmislead_assets.llm.server_props import probe_servers
+from evalmislead_assets.llm.server_props import DEFAULT_HINT, probe_servers
 from evalmislead_assets.llm.call_store import CallStore
 from evalmislead_assets.llm.types import (
     BatchStats, ChatRequest, ChatResult, LLMFailing, LLMUnreachable, request_body, result_from_response,
@@ -81,8 +81,10 @@ class ChatClient:
         progress_every_s: float = 30.0,
         error_streak: int = 6,
         template_kwargs: Mapping[str, Any] | None = None,
+        unreachable_hint: str = DEFAULT_HINT,  # what to fix when no server answers, named where its URL is set
     ) -> None:
         self._urls = urls
+        self.unreachable_hint = unreachable_hint
         self.template_kwargs = dict(template_kwargs or {})  # the model's chat-template arguments (study.toml)
         self.model = model
         self.max_in_flight = max(1, max_in_flight)
@@ -109,7 +111,8 @@ class ChatClient:
                             transport=self.transport)
 
     def _probe(self, store: CallStore, http: httpx.Client, urls: list[str], log: Any) -> dict[str, tuple[str, dict[str, Any]]]:
-        return probe_servers(store, http, urls, log, self.retries, self.backoff_s, self.progress_every_s)
+        return probe_servers(store, http, urls, log, self.retries, self.backoff_s, self.progress_every_s,
+                             self.unreachable_hint)
 
     def model_name(self, props: dict[str, Any] | None = None) -> str:
         if self.model:
@@ -390,5 +393,5 @@ class ChatClient:
         if abort_reason:
             stored = sum(1 for r in results.values() if not r.error)
             kind, why = abort_reason[0]
-            tail = "fix the server" if kind is LLMFailing else "restart the server or fix EVALMISLEAD_LLM_URL"
+            tail = "fix the server" if kind is LLMFailing else self.unreachable_hint
             raise kind(f"{why}; {stored} of {total} answers are stored and a re-run resumes from them; {tail}")

@@ -17,9 +17,12 @@ from evalmislead_assets.llm.types import LLMUnreachable
 from evalmislead_assets.llm.wait_progress import wait_for
 
 PROPS_TIMEOUT_S = 30.0
+#: the end of an 'unreachable' message when the caller does not say where the URLs are set
+DEFAULT_HINT = "start it or fix its URL"
 
 
-def get_props(http: httpx.Client, url: str, retries: int, backoff_s: float, progress: dict[str, int]) -> dict[str, Any]:
+def get_props(http: httpx.Client, url: str, retries: int, backoff_s: float, progress: dict[str, int],
+              hint: str = DEFAULT_HINT) -> dict[str, Any]:
     last = ""
     for attempt in range(retries + 1):
         progress["attempt"] = attempt + 1
@@ -38,17 +41,16 @@ def get_props(http: httpx.Client, url: str, retries: int, backoff_s: float, prog
         if attempt < retries:
             time.sleep(backoff_s * 2**attempt)
     raise LLMUnreachable(
-        f"LLM server unreachable at {url} after {retries + 1} attempts ({one_line(last, 160)}); "
-        "start it or fix EVALMISLEAD_LLM_URL"
+        f"LLM server unreachable at {url} after {retries + 1} attempts ({one_line(last, 160)}); {hint}"
     )
 
 
 def record_props(store: CallStore, http: httpx.Client, url: str, log: Any, retries: int, backoff_s: float,
-                 every_s: float) -> tuple[str, dict[str, Any]]:
+                 every_s: float, hint: str = DEFAULT_HINT) -> tuple[str, dict[str, Any]]:
     """/props of one server, recorded in server_props; the wait logs a line every ``every_s``."""
     progress = {"attempt": 1}
     props = wait_for(
-        lambda: get_props(http, url, retries, backoff_s, progress),
+        lambda: get_props(http, url, retries, backoff_s, progress, hint),
         lambda s: f"waiting for /props of {url} (attempt {progress['attempt']} of {retries + 1}, {s:.0f} s)",
         log.info, every_s=every_s,
     )
@@ -56,18 +58,19 @@ def record_props(store: CallStore, http: httpx.Client, url: str, log: Any, retri
 
 
 def probe_servers(store: CallStore, http: httpx.Client, urls: list[str], log: Any, retries: int, backoff_s: float,
-                  every_s: float) -> dict[str, tuple[str, dict[str, Any]]]:
-    """/props of every server (recorded in server_props); unreachable ones are left out, all unreachable raises."""
+                  every_s: float, hint: str = DEFAULT_HINT) -> dict[str, tuple[str, dict[str, Any]]]:
+    """/props of every server (recorded in server_props); unreachable ones are left out, all unreachable raises.
+    ``hint`` ends the message: what to fix, named where the URLs are set (the study file, a variable)."""
     found: dict[str, tuple[str, dict[str, Any]]] = {}
     failed: list[str] = []
     for url in urls:
         try:
-            found[url] = record_props(store, http, url, log, retries, backoff_s, every_s)
+            found[url] = record_props(store, http, url, log, retries, backoff_s, every_s, hint)
         except LLMUnreachable as exc:
             failed.append(str(exc))
     if not found:
         raise LLMUnreachable(failed[0] if len(failed) == 1 else (
-            f"no LLM server reachable at {', '.join(urls)}; start them or fix EVALMISLEAD_LLM_URL"
+            f"no LLM server reachable at {', '.join(urls)}; {hint}"
         ))
     for msg in failed:
         log.warning(f"{msg}; continuing with {', '.join(found)}")

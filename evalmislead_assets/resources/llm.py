@@ -17,13 +17,15 @@ from evalmislead_assets.llm.client import ChatClient
 from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult
 from evalmislead_assets.resources.embedded_server import EmbeddedServerResource, default_alias, default_model
 from evalmislead_assets.store.database import Warehouse
-from evalmislead_assets.study.models import ModelSpec
+from evalmislead_assets.study.models import ModelSpec, Reach
 
 
 class LLMResource(ConfigurableResource):
     """OpenAI-compatible llama-server client: cache, retries, concurrency across servers."""
 
     urls: str = ""  # comma-separated; empty -> EVALMISLEAD_LLM_URL -> else the embedded server
+    # where `urls` was set, for messages (definitions: EVALMISLEAD_JUDGE_URL for the judge)
+    urls_origin: str = "the urls of this LLM resource (launchpad resources config)"
     max_in_flight: int = 2  # requests at once over all servers (= the servers' slots in total)
     # longest silence while waiting for an answer's bytes (llama-server sends a whole answer at
     # once, so this bounds one generation: a 16k-token answer on a busy server takes minutes)
@@ -53,8 +55,9 @@ class LLMResource(ConfigurableResource):
         with the model's GGUF (bundled, its gguf file, or EVALMISLEAD_EMBEDDED_MODEL)."""
         spec = model or study_models.study().models[0]
         # this resource's own urls (e.g. the judge's EVALMISLEAD_JUDGE_URL), else the model's, else EVALMISLEAD_LLM_URL
-        own = [u.strip().rstrip("/") for u in self.urls.split(",") if u.strip()]
-        urls = own or list(spec.urls) or settings.llm_urls()
+        own = tuple(u.strip().rstrip("/") for u in self.urls.split(",") if u.strip())
+        reach = Reach(own, self.urls_origin) if own else study_models.reach(spec)
+        urls = list(reach.urls)
         alias = self.model
         in_flight = spec.slots or self.max_in_flight
         if urls:
@@ -72,7 +75,7 @@ class LLMResource(ConfigurableResource):
             url_source, model=alias, max_in_flight=in_flight, timeout_s=self.timeout_s,
             retries=self.retries, seed=self.seed, backoff_s=self.backoff_s, transport=transport,
             deadline_s=self.deadline_s or settings.llm_deadline_s(), progress_every_s=self.progress_every_s,
-            template_kwargs=spec.chat_template_kwargs,
+            template_kwargs=spec.chat_template_kwargs, unreachable_hint=reach.fix_hint(),
         )
 
     def run_batch_with_stats(

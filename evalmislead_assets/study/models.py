@@ -71,6 +71,48 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class Reach:
+    """Where one model's requests go and where that came from, for messages: ``urls`` from ``origin``
+    (e.g. "EVALMISLEAD_LLM_URL", "model m in study file study.toml"), or no urls: the embedded
+    llama-server with ``served`` (e.g. "bundled qwen2.5-coder-0.5b")."""
+
+    urls: tuple[str, ...] = ()
+    origin: str = ""
+    served: str = ""
+
+    @property
+    def embedded(self) -> bool:
+        return not self.urls
+
+    def describe(self) -> str:
+        if self.urls:
+            return f"{','.join(self.urls)} (from {self.origin})"
+        return f"embedded llama-server with {self.served}"
+
+    def fix_hint(self) -> str:
+        """The end of an 'unreachable' message: what to fix, named where it is set."""
+        if self.urls:
+            return f"start it or fix {self.origin}"
+        return f"the embedded llama-server with {self.served} stopped answering; see its log and re-run"
+
+
+def model_reach(model: ModelSpec, source: str, env_urls: Iterable[str] = (), env_model: str = "") -> Reach:
+    """How ``model`` of the study read from ``source`` is reached, in the order the llm resource uses:
+    its urls in the study file, else ``env_urls`` (EVALMISLEAD_LLM_URL, a one-model study), else the
+    embedded server with ``env_model`` (EVALMISLEAD_EMBEDDED_MODEL), its bundled model or its GGUF."""
+    if model.urls:
+        return Reach(model.urls, f"the urls of model {model.name} in study file {source}")
+    env = tuple(u.rstrip("/") for u in env_urls)
+    if env:
+        return Reach(env, "EVALMISLEAD_LLM_URL")
+    if env_model:
+        return Reach(served=f"EVALMISLEAD_EMBEDDED_MODEL {env_model}")
+    if model.bundled:
+        return Reach(served=f"bundled {model.bundled}")
+    return Reach(served=f"GGUF {model.gguf}" if model.gguf else "the bundled default model")
+
+
+@dataclass(frozen=True)
 class Study:
     models: tuple[ModelSpec, ...]
     source: str  # the file it was read from (or "built-in")

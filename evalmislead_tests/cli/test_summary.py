@@ -98,3 +98,18 @@ def test_the_summary_counts_this_runs_llm_requests_and_errors(tmp_path) -> None:
     assert "first: Python/1: HTTP 503: busy" in line and "earlier run" not in line
     lines = summary.summary_lines(wh.path, [], since=start)
     assert line in lines
+
+
+def test_no_request_sent_is_credited_to_the_cache_only_when_nothing_failed(tmp_path) -> None:
+    """Issue 27: a run that sent nothing because its server was down said 'every answer came from the cache'."""
+    import datetime as dt
+
+    wh = Warehouse(tmp_path / "calls.duckdb")
+    start, later = dt.datetime(2026, 6, 1), dt.datetime(2026, 6, 2)
+    wh.append_rows("llm_calls", pd.DataFrame([{"call_id": "1", "ts": later, "task_id": "Python/1",
+                                               "state": "answered", "error": None}]))
+    assert summary.llm_calls_line(wh.path, start, later) == (
+        "LLM requests this run: none sent (every answer came from the cache)")
+    assert summary.llm_calls_line(wh.path, start, later, who="of m-a", failed="m-a failed") == (
+        "LLM requests of m-a: none sent (m-a failed before sending one)")
+    assert summary.llm_calls_line(wh.path, later, who="of m-b").startswith("LLM requests of m-b: 1 sent, 1 answered")

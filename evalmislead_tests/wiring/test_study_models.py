@@ -11,7 +11,7 @@ from dagster import AssetKey, DagsterInstance, materialize
 from evalmislead_assets import study_models
 from evalmislead_assets.llm import embedded_model
 from evalmislead_assets.errors import ConfigError
-from evalmislead_assets.study.models import ModelSpec, Study, StudyError, parse_study, select
+from evalmislead_assets.study.models import ModelSpec, Study, StudyError, model_reach, parse_study, select
 
 BUNDLED = list(embedded_model.BUNDLED)
 TWO = """
@@ -251,6 +251,20 @@ def test_a_models_chat_template_kwargs_join_the_thinking_flag() -> None:
 def test_model_spec_reach_and_key() -> None:
     m = ModelSpec(name="my.model-7b", gguf="/m.gguf")
     assert m.key == "my_model_7b" and m.reach() == "GGUF /m.gguf"
+
+
+def test_reach_names_where_a_models_url_comes_from() -> None:
+    """Messages name the study file or EVALMISLEAD_LLM_URL, and the embedded server only when it is used (issue 27)."""
+    by_file = model_reach(ModelSpec(name="a", urls=("http://gpu:8080",)), "s.toml", ["http://env:1"])
+    assert by_file.describe() == "http://gpu:8080 (from the urls of model a in study file s.toml)"
+    assert by_file.fix_hint() == "start it or fix the urls of model a in study file s.toml"
+    by_env = model_reach(ModelSpec(name="a", bundled="qwen2.5-coder-0.5b"), "s.toml", ["http://env:1/"])
+    assert by_env.urls == ("http://env:1",) and by_env.fix_hint() == "start it or fix EVALMISLEAD_LLM_URL"
+    embedded = model_reach(ModelSpec(name="a", bundled="qwen2.5-coder-0.5b"), "s.toml")
+    assert embedded.embedded and embedded.describe() == "embedded llama-server with bundled qwen2.5-coder-0.5b"
+    assert "EVALMISLEAD_LLM_URL" not in embedded.fix_hint()
+    override = model_reach(ModelSpec(name="a", bundled="qwen2.5-coder-0.5b"), "s.toml", env_model="/x.gguf")
+    assert override.describe() == "embedded llama-server with EVALMISLEAD_EMBEDDED_MODEL /x.gguf"
 
 
 def test_a_model_that_is_not_there_stops_the_run_before_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
