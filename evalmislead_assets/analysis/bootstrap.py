@@ -17,6 +17,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+#: an interval bound closer to 0 than this is 0: a difference that is 0 in every resample can come out of
+#: the float arithmetic as 2.8e-17, which must not read as an interval that excludes 0
+ZERO_TOL = 1e-12
+
+
+def excludes_zero(ci_low: float, ci_high: float) -> bool:
+    """The interval lies wholly above or below 0, by more than float noise (ZERO_TOL)."""
+    return bool(np.isfinite(ci_low) and np.isfinite(ci_high) and (ci_low > ZERO_TOL or ci_high < -ZERO_TOL))
+
 
 @dataclass(frozen=True)
 class Interval:
@@ -33,7 +42,7 @@ class Interval:
 
     @property
     def excludes_zero(self) -> bool:
-        return bool(np.isfinite(self.ci_low) and np.isfinite(self.ci_high) and (self.ci_low > 0 or self.ci_high < 0))
+        return excludes_zero(self.ci_low, self.ci_high)
 
     def as_dict(self) -> dict:
         return {**asdict(self), "excludes_zero": self.excludes_zero}

@@ -15,7 +15,9 @@ The average (``model_average``), as the paper averages its 13 model settings, tw
 more tests weighs more), and ``mean`` = the unweighted mean of the per-model pooled rates.
 One row per condition x thinking present and metric (``kind='rate'``), and one per plan
 comparison and thinking mode (``kind='comparison'``: rate of condition_a minus rate of
-condition_b, averaged both ways).
+condition_b, averaged both ways; ``pooled_a``/``pooled_b`` and ``mean_a``/``mean_b`` are the two
+sides' rates on the same paired problems and models, so ``mean = mean_a - mean_b``; a rate row's own
+figure, over every problem its models answered in that one condition, can differ from them).
 
 Pairing. A row averages the *contributing* models: those of ``models`` with any row for the
 condition (for a comparison: for both conditions) in that thinking mode; the others are named in
@@ -31,6 +33,7 @@ when models answered different problems (``n_problems`` says how many were paire
 
 Not estimable. ``estimable`` (pooled) is False when no problem is common, or when the pooled
 tests are 0 (either side, for a comparison): estimate and interval are NaN, never 0.0.
+An interval "excludes 0" only by more than float noise (bootstrap.ZERO_TOL).
 ``mean_estimable`` is False also when any contributing model has 0 tests on the common
 problems (either side): its rate is undefined, and dropping the model would average a different
 set of models than the pooled figure. ``note`` says why. Within a resample a side whose drawn
@@ -76,8 +79,8 @@ MODEL_COMPARISONS_COLUMNS = ["plan_sha256", MODEL, *_COMPARISON_COLUMNS]
 MODEL_AVERAGE_COLUMNS = [
     "plan_sha256", "kind", "comparison_id", "thinking", "role", "metric", "condition_a", "condition_b", "subset",
     "n_models", "models", "models_missing", "n_problems", "n_tests_a", "n_tests_b",
-    "pooled", "pooled_ci_low", "pooled_ci_high", "pooled_excludes_zero",
-    "mean", "mean_ci_low", "mean_ci_high", "mean_excludes_zero",
+    "pooled", "pooled_ci_low", "pooled_ci_high", "pooled_excludes_zero", "pooled_a", "pooled_b",
+    "mean", "mean_ci_low", "mean_ci_high", "mean_excludes_zero", "mean_a", "mean_b",
     "estimable", "mean_estimable", "pooled_n_zero_denominator", "mean_n_zero_denominator", "note",
     "level", "n_boot", "seed",
 ]
@@ -219,7 +222,7 @@ def _interval(samples: np.ndarray, estimate: float, ok: bool, level: float) -> t
     if not ok:
         return NAN, NAN, NAN, False
     lo, hi = bootstrap.percentile_interval(samples, level)
-    return estimate, float(lo), float(hi), bool(lo > 0 or hi < 0)
+    return estimate, float(lo), float(hi), bootstrap.excludes_zero(float(lo), float(hi))
 
 
 def _row(plan: Plan, sides: list[dict[str, np.ndarray]], n_problems: int, note: str) -> dict[str, object]:
@@ -241,6 +244,9 @@ def _row(plan: Plan, sides: list[dict[str, np.ndarray]], n_problems: int, note: 
         e, lo, hi, excl = _interval(samples, est, ok, plan.level)
         out.update({how: e, f"{how}_ci_low": lo, f"{how}_ci_high": hi, f"{how}_excludes_zero": excl,
                     f"{how}_n_zero_denominator": int(zero.sum())})
+        if len(sides) == 2:  # each side's rate on the same problems and models as the difference
+            out.update({f"{how}_a": float(sides[0][f"{how}_est"]) if ok else NAN,
+                        f"{how}_b": float(sides[1][f"{how}_est"]) if ok else NAN})
     out.update({"estimable": pooled_ok, "mean_estimable": mean_ok})
     return out
 
@@ -330,9 +336,11 @@ def size_table(
 
     Rows come from ``per_model_rates_df`` (model_rates) for the given thinking mode and conditions
     (default: all present, in the study's order); a model of ``sizes`` without rows adds none, a
-    model not in ``sizes`` is not part of the family. Ties in size keep the order of ``sizes``.
+    model not in ``sizes`` is not part of the family. Models of equal size share a rank (1, 1, 3: one plus
+    the number of smaller models) and keep the order of ``sizes`` among themselves.
     """
     order = sorted(sizes, key=lambda m: parse_size(sizes[m]))  # stable: ties keep the mapping's order
+    ranks = {m: 1 + sum(parse_size(sizes[o]) < parse_size(sizes[m]) for o in order) for m in order}
     r = per_model_rates_df
     if r is None or r.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in MODEL_SIZES_COLUMNS})
@@ -343,7 +351,8 @@ def size_table(
     if conditions is not None:
         cond_order = [c for c in conditions if c in set(cond_order)]
     rows = []
-    for rank, m in enumerate(order, start=1):
+    for m in order:
+        rank = ranks[m]
         for c in cond_order:
             hit = r[(r[MODEL] == m) & (r["condition"] == c)]
             if len(hit):

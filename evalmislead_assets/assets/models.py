@@ -17,7 +17,7 @@ from evalmislead_assets.jobs import model_keys
 from evalmislead_assets.report.build import to_html
 from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.report.sections import models as models_section
-from evalmislead_assets.report.sections import replication as replication_section
+from evalmislead_assets.report.sections import replication_average
 from evalmislead_assets.store.schema import MODEL_COLUMN
 from evalmislead_assets.study.models import Study
 
@@ -98,8 +98,7 @@ def build(study: Study) -> list[AssetsDefinition]:
            code_version=version,
            description="The report's 'Models side by side' section as its own file (report/models.md, .html).")
     def models_report(context: AssetExecutionContext, **frames: pd.DataFrame) -> MaterializeResult:
-        replication = (replication_section.section(models_section.replication_frames(frames["model_average"]))
-                       if study.prefixed else None)
+        replication = (replication_average.section(frames["model_average"], names) if study.prefixed else None)
         text = models_section.render_markdown(frames, replication)
         out = settings.report_dir()
         out.mkdir(parents=True, exist_ok=True)

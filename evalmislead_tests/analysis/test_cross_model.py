@@ -248,3 +248,23 @@ def test_render_one_model_and_nothing_stored(plan):
     assert "No size table" in md
     empty = "\n".join(section.render({}))
     assert "No per-model rows" in empty and "%" not in empty
+
+
+def test_equal_sizes_share_a_rank(plan):
+    """Issue 27: two 1B models got ranks 1 and 2."""
+    r = cm.per_model_rates(*frames({m: HAND["a"] for m in ("p", "q", "r")}), plan)
+    s = cm.size_table(r, {"p": "1B", "q": "1000M", "r": "3B"})
+    assert dict(zip(s["model_name"], s["size_rank"])) == {"p": 1, "q": 1, "r": 3}
+
+
+def test_a_difference_that_is_zero_in_every_resample_does_not_exclude_zero(plan):
+    """Issue 27: the mean of 0.1, 0.2, 0.3 minus the mean of 0.3, 0.2, 0.1 is 3.7e-17 in floats, read as > 0."""
+    def cells(k):
+        return [M] * k + [BP] * (10 - k)
+    study = {m: {("buggy_code", "off"): {1: cells(k)}, ("fixed_code", "off"): {1: cells(4 - k)}}
+             for m, k in (("x", 1), ("y", 2), ("z", 3))}
+    av = cm.cross_model_average(*frames(study), plan)
+    c = one(av, kind="comparison", thinking="off", metric="misleading_rate", condition_a="buggy_code")
+    assert abs(c["mean"]) < 1e-15 and c.mean_ci_low > 0  # float noise, in every resample ...
+    assert not c.mean_excludes_zero and not c.pooled_excludes_zero  # ... which never reads as a difference
+    assert c.mean_a == pytest.approx(0.2) and c.mean_b == pytest.approx(0.2)  # sides on the paired problems

@@ -3,7 +3,8 @@
 Reads the tables of analysis/cross_model.py (``model_rates``, ``model_comparisons``,
 ``model_average``, ``model_sizes``); frames in, Markdown lines out (the section_list
 convention: ``render(frames) -> list[str]``). A missing or empty table is said so, never
-drawn as zeros; a rate over zero tests and an average with no data read "not estimable".
+drawn as zeros; a rate over zero tests reads "not estimable", and an average without a figure says why
+(replication_average.why_missing: no rows, no common problem, 0 tests, a mean not defined).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pandas as pd
 
 from evalmislead_assets.analysis import cross_model
 from evalmislead_assets.report.formatting import ci, level_label, md_table, missing, pct, points, rate_with_ci
+from evalmislead_assets.report.sections.replication_average import why_missing
 from evalmislead_assets.report.tables import comparison_table
 from evalmislead_assets.study.conditions import THINKING_MODES
 
@@ -61,9 +63,18 @@ def comparison_rows(comp: pd.DataFrame, thinking: str) -> pd.DataFrame:
 def _value(x: pd.Series, how: str, as_points: bool) -> str:
     ok = bool(x["estimable"]) if how == "pooled" else bool(x["mean_estimable"])
     if not ok or missing(x[how]):
-        return NOT_ESTIMABLE
+        return why_missing(x, how) or NOT_ESTIMABLE
     f = points if as_points else pct
     return f"{f(x[how])} {ci(x[f'{how}_ci_low'], x[f'{how}_ci_high'], as_points)}"
+
+
+def _excludes(x: pd.Series, how: str) -> str:
+    """'yes' / 'no' for a comparison's interval; a report-only comparison (thinking on) is marked so."""
+    ok = bool(x["estimable"]) if how == "pooled" else bool(x["mean_estimable"])
+    if x["kind"] != "comparison" or not ok:
+        return ""
+    text = "yes" if bool(x[f"{how}_excludes_zero"]) else "no"
+    return f"{text} (report-only)" if x.get("role") == "report-only" else text
 
 
 def _missing_models(names: object) -> str:
@@ -84,8 +95,7 @@ def average_rows(avg: pd.DataFrame, thinking: str) -> pd.DataFrame:
             "problems": int(x["n_problems"]),
             "tests": f"{x['n_tests_a']} / {x['n_tests_b']}" if is_comp else str(x["n_tests_a"]),
             "pooled": _value(x, "pooled", is_comp), "mean of models": _value(x, "mean", is_comp),
-            "pooled excludes 0": ("yes" if x["pooled_excludes_zero"] else "no") if is_comp and x["estimable"] else "",
-            "mean excludes 0": ("yes" if x["mean_excludes_zero"] else "no") if is_comp and x["mean_estimable"] else "",
+            "pooled excludes 0": _excludes(x, "pooled"), "mean excludes 0": _excludes(x, "mean"),
             "note": x["note"] if isinstance(x["note"], str) else "",
         })
     return pd.DataFrame(rows)
@@ -94,7 +104,7 @@ def average_rows(avg: pd.DataFrame, thinking: str) -> pd.DataFrame:
 def size_rows(sizes: pd.DataFrame) -> pd.DataFrame:
     s = sizes.sort_values(["size_rank"], kind="stable")
     return pd.DataFrame([{
-        "size": x["size"], "model": x[cross_model.MODEL], "thinking": x["thinking"], "condition": x["condition"],
+        "rank": x["size_rank"], "size": x["size"], "model": x[cross_model.MODEL], "thinking": x["thinking"], "condition": x["condition"],
         "tests": x["n_tests"],
         "misleading rate": rate_with_ci(x["misleading_rate"], x["misleading_ci_low"], x["misleading_ci_high"],
                                         x["n_tests"]),
@@ -147,8 +157,9 @@ def render(frames: Frames) -> list[str]:
                 "answered (for a comparison, in both conditions; thinking on, also in every model's "
                 "truncation-matched subset), and each bootstrap draw resamples those problems once for every "
                 f"model and both conditions; {lvl} percentile intervals (rates in %, differences in points). "
-                f"`{NOT_ESTIMABLE}`: no common problem or no tests; for the mean also when some model has no "
-                "tests on them.", ""]
+                "Without a figure a cell says why: `no rows`, `no common problem`, `0 tests: not estimable`, or, "
+                "for the mean, `not defined: a model has 0 tests` (that model's rate is 0/0). Thinking-on "
+                "comparisons are report-only, as in each model's report.", ""]
         for thinking in THINKING_MODES:
             if (avg["thinking"] == thinking).any():
                 out += [f"thinking {thinking}:", "", md_table(average_rows(avg, thinking)), ""]
@@ -157,39 +168,20 @@ def render(frames: Frames) -> list[str]:
     if sizes.empty:
         out += ["_No size table stored (`model_sizes` needs a model family with parameter counts)._"]
     else:
-        out += ["One family's models ordered by parameter count (smallest first).", "", md_table(size_rows(sizes))]
+        out += ["One family's models ordered by parameter count (smallest first; models of equal size share a rank).", "", md_table(size_rows(sizes))]
     return out
-
-
-def replication_frames(avg: pd.DataFrame) -> Frames:
-    """The cross-model average in the shapes the replication section reads (bootstrap_comparisons,
-    condition_rates): the mean of per-model rates, as the paper averages its model settings; a row that is
-    not estimable for the mean has no estimate. There is no average of thinking on minus off."""
-    if avg.empty:
-        return {}
-    ok = avg["mean_estimable"].astype(bool)
-    rates = avg[avg["kind"] == "rate"]
-    wide = rates.pivot_table(index=["condition_a", "thinking"], columns="metric", values="mean", aggfunc="first")
-    cond = wide.reset_index().rename(columns={"condition_a": "condition"})
-    tests = rates.drop_duplicates(["condition_a", "thinking"]).set_index(["condition_a", "thinking"])["n_tests_a"]
-    cond["n_tests"] = [tests.get((c, t)) for c, t in zip(cond["condition"], cond["thinking"])]
-    comp = avg[avg["kind"] == "comparison"].copy()
-    lookup = {(c, t, m): v for c, t, m, v in zip(rates["condition_a"], rates["thinking"], rates["metric"], rates["mean"])}
-    comp["rate_a"] = [lookup.get(k) for k in zip(comp["condition_a"], comp["thinking"], comp["metric"])]
-    comp["rate_b"] = [lookup.get(k) for k in zip(comp["condition_b"], comp["thinking"], comp["metric"])]
-    for src, dst in (("mean", "estimate"), ("mean_ci_low", "ci_low"), ("mean_ci_high", "ci_high")):
-        comp[dst] = comp[src].where(ok[comp.index])
-    return {"bootstrap_comparisons": comp, "condition_rates": cond}
 
 
 def render_markdown(frames: Frames, replication: list[str] | None = None) -> str:
     """The section as one Markdown string, under its title; ``replication``: the replication section's lines
-    computed on the average (replication_frames), shown under it when the study has several models."""
+    computed on the average (replication_average.section), shown under it when the study has several models."""
     out = [f"## {TITLE}", "", *render(frames)]
     if replication:
         out += ["", "## Replication on the average over models", "",
                 "The paper's figures are averages over its model settings; here this study's figures are the "
                 "**mean over its models** (`model_average`, mean of per-model rates, paired bootstrap), in place of "
-                "one model's. The SQL lines below name the one-model tables; the average's rows are in "
-                "`model_average`.", "", *replication]
+                "one model's: a comparison's two rates and its difference are all on the same paired problems and "
+                "models. Each SQL statement below returns exactly the figure shown, from `model_average`; what "
+                "the average does not hold is `not averaged over models` (each model's own report has it).", "",
+                *replication]
     return "\n".join(out)

@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from evalmislead_assets.analysis import bootstrap
 from evalmislead_assets.report.formatting import md_table, missing, points, pct
 from evalmislead_assets.study.problems import PACKAGE_DATA_DIR
 
@@ -32,7 +33,7 @@ TABLES = ("condition_rates", "bootstrap_comparisons", "thinking_comparisons")
 UP, DOWN, TIE, NOT_ESTIMABLE = "+", "−", "no direction", "not estimable"
 INCONCLUSIVE = "inconclusive"
 UNPAIRED = "unpaired: averages over different models"
-_TOL = 1e-12
+_TOL = bootstrap.ZERO_TOL
 
 Frames = dict[str, pd.DataFrame]
 
@@ -70,7 +71,7 @@ def interval_side(ci_low: object, ci_high: object) -> str | None:
 
 def agreement(this: str, published: str | None, ci_low: object = None, ci_high: object = None) -> str:
     """agrees / disagrees only when this run's interval excludes 0; else inconclusive (or why there is no verdict)."""
-    if this == NOT_ESTIMABLE:
+    if this not in (UP, DOWN, TIE):  # not estimable, or no figure in this source
         return this
     if published is None:
         return "not reported"
@@ -98,18 +99,18 @@ def this_run(comp: dict[str, Any], frames: Frames) -> dict[str, Any]:
         cols = {"a": "rate_on", "b": "rate_off", "d": "estimate", "lo": "ci_low", "hi": "ci_high",
                 "n_a": "n_tests_on", "n_b": "n_tests_off"}
     else:  # condition_rates: two rows
-        return _from_rates(comp, df)
-    sql = f"SELECT {', '.join(cols.values())} FROM {table} WHERE {_where_sql(where)};"
-    row = _row(df, where)
+        return from_rates(comp, df)
+    sql = f"SELECT {', '.join(cols.values())} FROM {table} WHERE {where_sql(where)};"
+    row = row_of(df, where)
     if row is None:
         return {"a": None, "b": None, "d": None, "lo": None, "hi": None, "n_a": None, "n_b": None, "sql": sql}
     return {**{k: row.get(c) for k, c in cols.items()}, "sql": sql}
 
 
-def _from_rates(comp: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
+def from_rates(comp: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
     col = comp["metric"]
-    ra = _row(df, {"condition": comp["condition_a"], "thinking": comp["thinking"]})
-    rb = _row(df, {"condition": comp["condition_b"], "thinking": comp["thinking"]})
+    ra = row_of(df, {"condition": comp["condition_a"], "thinking": comp["thinking"]})
+    rb = row_of(df, {"condition": comp["condition_b"], "thinking": comp["thinking"]})
     sql = (f"SELECT condition, {col}, n_tests FROM condition_rates WHERE thinking = '{comp['thinking']}' "
            f"AND condition IN ('{comp['condition_a']}', '{comp['condition_b']}');")
     a = None if ra is None else ra.get(col)
@@ -119,7 +120,7 @@ def _from_rates(comp: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
             "n_b": None if rb is None else rb.get("n_tests"), "sql": sql}
 
 
-def _row(df: pd.DataFrame, where: dict[str, Any]) -> dict[str, Any] | None:
+def row_of(df: pd.DataFrame, where: dict[str, Any]) -> dict[str, Any] | None:
     if df is None or df.empty or any(k not in df.columns for k in where):
         return None
     mask = pd.Series(True, index=df.index)
@@ -129,22 +130,42 @@ def _row(df: pd.DataFrame, where: dict[str, Any]) -> dict[str, Any] | None:
     return None if hit.empty else hit.iloc[0].to_dict()
 
 
-def _where_sql(where: dict[str, Any]) -> str:
+def where_sql(where: dict[str, Any]) -> str:
     return " AND ".join(f"{k} = '{v}'" for k, v in where.items())
 
 
-def comparison_rows(published: dict[str, Any], frames: Frames) -> pd.DataFrame:
+class Source:
+    """Where this run's figures come from, and the SQL printed beside them (it returns exactly the figure
+    shown): one model's tables, as the study report reads them. replication_average.AVERAGE reads the
+    average over models instead. ``this_run`` may set ``absent`` (e.g. "not averaged over models"): then
+    the row shows that instead of a figure and a direction."""
+
+    def this_run(self, comp: dict[str, Any], frames: Frames) -> dict[str, Any]:
+        return this_run(comp, frames)
+
+    def figure(self, f: dict[str, Any], spec: dict[str, Any], frames: Frames) -> str:
+        return figure_value(f, spec, frames)
+
+    def figure_sql(self, spec: dict[str, Any]) -> str:
+        return f"SELECT {', '.join(spec['columns'])} FROM {spec['table']} WHERE {where_sql(spec['where'])};"
+
+    def recompute_sql(self) -> str:
+        return RECOMPUTE_SQL
+
+
+def comparison_rows(published: dict[str, Any], frames: Frames, source: Source | None = None) -> pd.DataFrame:
     """One row per comparison: this run's figures and direction beside the paper's and the published run's."""
+    source = source or ONE_MODEL
     rows = []
     for comp in published["comparisons"]:
-        mine = this_run(comp, frames)
-        d = direction(mine["d"], mine["n_a"], mine["n_b"])
+        mine = source.this_run(comp, frames)
+        d = mine.get("absent") or direction(mine["d"], mine["n_a"], mine["n_b"])
         paper, run = comp.get("paper") or {}, comp.get("published_run") or {}
         ci = (mine["lo"], mine["hi"])
         vs_paper = agreement(d, paper.get("direction"), *ci) if paper else "not reported"
         rows.append({
             "id": comp["id"], "comparison": comp["label"],
-            "this run (a vs b)": f"{pct(mine['a'])} vs {pct(mine['b'])}",
+            "this run (a vs b)": mine["absent"] if mine.get("absent") else f"{pct(mine['a'])} vs {pct(mine['b'])}",
             "this run difference [98.75 % CI]": _difference(mine, d),
             "this run direction": d,
             "paper (a vs b)": _paper_figure(paper),
@@ -160,8 +181,8 @@ def comparison_rows(published: dict[str, Any], frames: Frames) -> pd.DataFrame:
 
 def _difference(mine: dict[str, Any], d: str) -> str:
     """This run's difference in points with its interval, or why there is none."""
-    if d == NOT_ESTIMABLE:
-        return NOT_ESTIMABLE
+    if d not in (UP, DOWN, TIE):  # not estimable, or absent from this source
+        return d
     if missing(mine["lo"]) or missing(mine["hi"]):
         return f"{points(mine['d'])} (no interval stored)"
     return f"{points(mine['d'])} [{points(mine['lo'])}, {points(mine['hi'])}]"
@@ -178,17 +199,18 @@ def _paper_figure(paper: dict[str, Any]) -> str:
     return text + (f" ({UNPAIRED})" if _unpaired(paper) else "")
 
 
-def figure_rows(published: dict[str, Any], frames: Frames) -> pd.DataFrame:
+def figure_rows(published: dict[str, Any], frames: Frames, source: Source | None = None) -> pd.DataFrame:
+    source = source or ONE_MODEL
     rows = []
     for f in published["figures"]:
         spec = f.get("this_run")
-        mine = "not set beside here (see its own report section)" if spec is None else _figure_value(f, spec, frames)
+        mine = "not set beside here (see its own report section)" if spec is None else source.figure(f, spec, frames)
         rows.append({"id": f["id"], "figure": f["label"], "published": _published_value(f), "this run": mine})
     return pd.DataFrame(rows)
 
 
-def _figure_value(f: dict[str, Any], spec: dict[str, Any], frames: Frames) -> str:
-    row = _row(frames.get(spec["table"], pd.DataFrame()), spec["where"])
+def figure_value(f: dict[str, Any], spec: dict[str, Any], frames: Frames) -> str:
+    row = row_of(frames.get(spec["table"], pd.DataFrame()), spec["where"])
     if row is None:
         return "no stored row"
     vals = [row.get(c) for c in spec["columns"]]
@@ -238,11 +260,13 @@ SELECT condition, thinking, count(*) AS n_tests,
        avg((outcome = 'effective')::INT) AS effective_rate,
        count(DISTINCT task_id) FILTER (WHERE outcome = 'effective') AS problems_with_effective
 FROM test_outcomes GROUP BY condition, thinking ORDER BY thinking, condition;"""
+ONE_MODEL = Source()
 
 
-def section(frames: Frames, published: dict[str, Any] | None = None) -> list[str]:
-    """Markdown lines of the section 'Replication (direction only)'."""
-
+def section(frames: Frames, published: dict[str, Any] | None = None, source: Source | None = None) -> list[str]:
+    """Markdown lines of the section 'Replication (direction only)'; ``source``: where this run's figures come
+    from (default: one model's tables)."""
+    source = source or ONE_MODEL
     published = published or load_published()
     src = published["sources"]
     out = [
@@ -268,16 +292,16 @@ def section(frames: Frames, published: dict[str, Any] | None = None) -> list[str
     if not have_rows:
         out += ["_No condition_rates, bootstrap_comparisons or thinking_comparisons rows are stored yet: every "
                 "direction of this run is not estimable._", ""]
-    out += ["**Directions**", "", md_table(comparison_rows(published, frames)), "",
-            "**Headline figures**", "", md_table(figure_rows(published, frames)), "",
+    out += ["**Directions**", "", md_table(comparison_rows(published, frames, source)), "",
+            "**Headline figures**", "", md_table(figure_rows(published, frames, source)), "",
             "SQL that reads this run's figures from the stored rows:", "", "```sql"]
     for comp in published["comparisons"]:
         out.append(f"-- {comp['id']} {comp['label']}")
-        out.append(this_run(comp, {})["sql"])
+        out.append(source.this_run(comp, {})["sql"])
     for f in published["figures"]:
         spec = f.get("this_run")
         if spec:
             out.append(f"-- {f['id']} {f['label']}")
-            out.append(f"SELECT {', '.join(spec['columns'])} FROM {spec['table']} WHERE {_where_sql(spec['where'])};")
-    out += [RECOMPUTE_SQL, "```"]
+            out.append(source.figure_sql(spec))
+    out += [source.recompute_sql(), "```"]
     return out
