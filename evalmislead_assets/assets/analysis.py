@@ -175,6 +175,14 @@ def _judge_who(judge_llm: LLMResource) -> str:
 REASONING_MENTION_TABLES = ("reasoning_mention_matches", "reasoning_mention_summary")
 
 
+def _judge_who(judge_llm: LLMResource) -> str:
+    """Whose server the spec judge asks: EVALMISLEAD_JUDGE_URL, else the study's first model's."""
+    if judge_llm.urls.strip():
+        return judge_llm.urls_origin
+    return (f"the study's first model, {study_models.study().models[0].name}, judges every model's specs; "
+            "EVALMISLEAD_JUDGE_URL sets another server")
+
+
 class SpecLabelsConfig(Config):
     """Launchpad settings of the spec_labels asset."""
 

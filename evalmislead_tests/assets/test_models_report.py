@@ -121,7 +121,11 @@ def test_models_report_prints_what_its_sql_returns(seeded_warehouse, tmp_path: P
     finally:
         study_models.reset()
     md = (tmp_path / "home" / "report" / "models.md").read_text()
-    con = duckdb.connect(str(seeded_warehouse.path), read_only=True)
+    with duckdb.connect(str(seeded_warehouse.path), read_only=True) as con:
+        _check_report(md, con)
+
+
+def _check_report(md: str, con: duckdb.DuckDBPyConnection) -> None:
 
     # a mean difference that is 0 in every resample does not exclude 0; thinking on is marked report-only
     avg = _table(md, "\nthinking off:\n")
@@ -186,4 +190,3 @@ def test_models_report_prints_what_its_sql_returns(seeded_warehouse, tmp_path: P
             for _, x in merged[merged["thinking"] == "off"].iterrows():
                 cell = shown[(shown["model"] == x["model_name"]) & (shown["condition"] == x["condition"])]
                 assert cell["misleading rate"].iloc[0].startswith(pct(x["misleading_rate"]) + " ")
-    con.close()

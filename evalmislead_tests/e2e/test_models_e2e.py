@@ -116,7 +116,7 @@ def test_two_models_side_by_side_and_one_rerun_leaves_the_other_untouched(
             assert "Replication on the average over models" in report
             # the whole chain ran for both models: every analysis table, the judge's labels and each report
             for table in ("spec_labels", "spec_label_splits", "condition_rates", "bootstrap_comparisons",
-                          "test_coverage", "mutation_scores", "determinism_probe", "reasoning_mentions"):
+                          "test_coverage", "mutation_scores", "determinism_probe"):
                 models = wh.query_df(f"SELECT DISTINCT model_name FROM {table} ORDER BY 1")["model_name"].tolist()
                 assert models == ["qwen2.5-coder-0.5b", "smollm2-135m"], table
             for key in ("smollm2_135m", "qwen2_5_coder_0_5b"):

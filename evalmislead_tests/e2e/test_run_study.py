@@ -33,8 +33,13 @@ def test_bad_setting_is_one_line_and_exit_2(tmp_path) -> None:
     assert proc.stderr.strip().count("\n") == 0 and "EVALMISLEAD_PROBLEMS" in proc.stderr
 
 
+# Sized for a loaded 2-core machine: 6 min on an idle one (README), 1,500 s was not enough with a
+# background generation job beside it (issue 27). A bound on waiting, not a speed figure.
+MAIN_JOB_TIMEOUT_S = 3600
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(MAIN_JOB_TIMEOUT_S + 300)
 def test_main_job_on_the_bundled_coder_model_shows_the_study(tmp_path) -> None:
     """The README's first command on the embedded default: real tests, executed, classified, reported.
 
@@ -45,7 +50,7 @@ def test_main_job_on_the_bundled_coder_model_shows_the_study(tmp_path) -> None:
                             "EVALMISLEAD_PROBE_N": "1", "EVALMISLEAD_JUDGE_MAX_TOKENS": "64"}
     proc = subprocess.run(
         [sys.executable, "-m", "evalmislead_assets.cli", "run", "--conditions", "buggy_code,fixed_code,model_spec"],
-        env=env, capture_output=True, text=True, timeout=1500,
+        env=env, capture_output=True, text=True, timeout=MAIN_JOB_TIMEOUT_S,
     )
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]

@@ -140,6 +140,8 @@ def test_the_other_model_finishes_when_a_later_models_server_is_down(tmp_path: P
     assert "m_a/study_report" in _materialized(tmp_path) and "models_report" in _materialized(tmp_path)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_one_model_on_a_dead_evalmislead_llm_url_names_that_variable(tmp_path: Path) -> None:
     env = dict(os.environ)
     for name in ("EVALMISLEAD_MODELS", "EVALMISLEAD_STUDY", "EVALMISLEAD_EMBEDDED_MODEL", "EVALMISLEAD_JUDGE_URL"):

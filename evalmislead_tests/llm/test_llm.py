@@ -273,7 +273,12 @@ def test_unreachable_server_raises_one_line_naming_the_url(wh) -> None:
     with pytest.raises(LLMUnreachable) as info:
         fake.client(urls="http://nowhere:9").run_batch(wh, _reqs(2))
     msg = str(info.value)
-    assert "http://nowhere:9" in msg and "\n" not in msg and "EVALMISLEAD_LLM_URL" in msg
+    # the fix names where the URL is set (issue 27: it named EVALMISLEAD_LLM_URL whatever set the URL)
+    assert "http://nowhere:9" in msg and "\n" not in msg and "EVALMISLEAD_LLM_URL" not in msg
+    assert msg.endswith("start it or fix the urls of this LLM resource (launchpad resources config)")
+    with pytest.raises(LLMUnreachable) as info:
+        fake.client(urls="http://nowhere:9", urls_origin="EVALMISLEAD_JUDGE_URL").run_batch(wh, _reqs(2))
+    assert str(info.value).endswith("start it or fix EVALMISLEAD_JUDGE_URL")
 
 
 def test_server_gone_mid_run_keeps_what_finished_and_resumes(wh) -> None:

@@ -175,7 +175,7 @@ def render(frames: Frames) -> list[str]:
 
 def render_markdown(frames: Frames, replication: list[str] | None = None) -> str:
     """The section as one Markdown string, under its title; ``replication``: the replication section's lines
-    computed on the average (replication_frames), shown under it when the study has several models."""
+    computed on the average (replication_average.section), shown under it when the study has several models."""
     out = [f"## {TITLE}", "", *render(frames)]
     if replication:
         out += ["", "## Replication on the average over models", "",
