@@ -138,8 +138,10 @@ def test_reads_during_writes_see_whole_partitions(db: Path, capsys: pytest.Captu
     while writer.poll() is None:
         q = ("select count(*) n, count(distinct split_part(test_id, '_', 1)) versions, "
              "max(split_part(test_id, '_', 1)) v from test_outcomes where condition = 'model_spec'")
-        assert main(_sql(db, "--json", "--wait", "30", q)) == 0
-        seen.append(json.loads(capsys.readouterr().out)[0])
+        rc = main(_sql(db, "--json", "--wait", "300", q))  # a wait sized for a loaded 2-core machine
+        out = capsys.readouterr()
+        assert rc == 0, out.err
+        seen.append(json.loads(out.out)[0])
     assert writer.wait(timeout=60) == 0 and writer.stdout.read().strip() == "done"
     assert len(seen) >= 2
     for row in seen:
