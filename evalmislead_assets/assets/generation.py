@@ -52,16 +52,17 @@ class GenerationConfig(Config):
         default=None, description="A GBNF grammar sent to llama-server with every request (empty: none).")
 
 
-def _max_tokens(config: GenerationConfig, thinking: str, model: Optional[ModelSpec] = None) -> int:
-    """The launchpad's cap, else the model's own (study.toml), else EVALMISLEAD_MAX_TOKENS_OFF / _ON."""
-    return config.max_tokens or (model.max_tokens(thinking) if model else None) or settings.max_tokens(thinking)
+def _max_tokens(config: GenerationConfig, thinking: str, model: Optional[ModelSpec] = None, asset: str = "") -> int:
+    """The launchpad's cap, else the model's own for this asset (study.toml), else EVALMISLEAD_MAX_TOKENS_OFF / _ON."""
+    return (config.max_tokens or (model.max_tokens(thinking, asset) if model else None)
+            or settings.max_tokens(thinking))
 
 
 def _requests(
     asset_name: str, condition: Optional[str], thinking: str, problems: pd.DataFrame,
     rendered: list[prompts.Rendered], config: GenerationConfig, model: Optional[ModelSpec] = None,
 ) -> list[ChatRequest]:
-    max_tokens = _max_tokens(config, thinking, model)
+    max_tokens = _max_tokens(config, thinking, model, asset_name)
     extra = {"grammar": config.grammar} if config.grammar else {}
     return [
         ChatRequest(
@@ -210,7 +211,8 @@ def model_specs(
     df, results, stats = _generate(context, wh, llm, "model_specs", None, thinking, problems, rendered, config)
     df.insert(0, "thinking", thinking)
     df["spec_text"] = text_column([None if r.error else prompts.extract_spec(r.text) for r in results])
-    metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking, model_of(context)), df)
+    metadata = _metadata(results, stats, template.sha256,
+                         _max_tokens(config, thinking, model_of(context), "model_specs"), df)
     metadata["empty_specs"] = int(sum(1 for s in df["spec_text"] if not s))
     # the partition's rows are replaced by the IO manager (one transaction)
     return MaterializeResult(value=df, metadata=metadata,

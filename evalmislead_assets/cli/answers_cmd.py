@@ -20,7 +20,8 @@ from typing import Any
 
 from evalmislead_assets import settings, study_models
 from evalmislead_assets.errors import ConfigError
-from evalmislead_assets.llm import answer_pack, embedded_model
+from evalmislead_assets.analysis.spec_labels import JUDGE_TEMPLATE
+from evalmislead_assets.llm import answer_pack, embedded_model, prompts
 from evalmislead_assets.study.models import ModelSpec
 
 HELP = "Export a study's answers as a pack, import a pack into llm_cache (checked against the prompts), or show one."
@@ -84,23 +85,51 @@ def _git_commit() -> str | None:
 
 def provenance(spec: ModelSpec, alias: str) -> dict[str, Any]:
     folder = settings.prompts_dir()
-    templates = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(folder.glob("*.md"))}
+    names = (f"{prompts.SPEC_TEMPLATE}.md", f"{prompts.TEST_TEMPLATE}.md", f"{JUDGE_TEMPLATE}.md")
+    templates = {n: hashlib.sha256((folder / n).read_bytes()).hexdigest() for n in names if (folder / n).is_file()}
     bundled = embedded_model.BUNDLED.get(spec.bundled) if spec.bundled else None
     return {
         "model": alias, "study_model": spec.name, "model_file_sha256": bundled.sha256 if bundled else None,
         "model_file_bytes": bundled.size if bundled else None,
         "slots": spec.slots, "max_tokens_off": spec.max_tokens("off") or settings.max_tokens("off"),
-        "max_tokens_on": spec.max_tokens("on") or settings.max_tokens("on"), "temperature": 0,
+        "max_tokens_on": spec.max_tokens("on") or settings.max_tokens("on"),
+        "spec_max_tokens_off": spec.max_tokens("off", "model_specs") or settings.max_tokens("off"), "temperature": 0,
         "seed": 1234, "judge_max_tokens": settings.judge_max_tokens(), "prompt_templates_sha256": templates,
         "git_commit": _git_commit(), "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
 
 
+def current_answers(answers: list[dict[str, Any]], spec: ModelSpec, alias: str) -> tuple[list[dict[str, Any]], int]:
+    """(the answers whose request is what the study sends now, how many others were left out): a data folder
+    may hold answers asked under an older cap or template, which a pack of this study must not carry."""
+    from evalmislead_assets.cli.pack_expectations import Expectations
+    from evalmislead_assets.study.problems import load_problems
+
+    problems = load_problems(source="local", cache_dir=settings.datasets_cache_dir())
+
+    def matches(expect: Expectations, a: dict[str, Any]) -> bool:
+        try:
+            return expect.body(a) == a["request_json"]
+        except LookupError:
+            return False
+
+    bare = Expectations(problems, [], spec, alias)
+    specs = [a for a in answers if a.get("asset") == "model_specs" and matches(bare, a)]
+    expect = Expectations(problems, specs, spec, alias)
+    kept = specs + [a for a in answers if a.get("asset") != "model_specs" and matches(expect, a)]
+    order = {a["cache_key"]: i for i, a in enumerate(answers)}
+    kept.sort(key=lambda a: order[a["cache_key"]])
+    return kept, len(answers) - len(kept)
+
+
 def export(wh: Any, folder: Path, spec: ModelSpec, append: bool) -> tuple[int, int]:
     alias = alias_of(spec)
-    answers = answer_pack.stored_answers(wh, alias)
+    answers, left_out = current_answers(answer_pack.stored_answers(wh, alias), spec, alias)
+    if left_out:
+        print(f"evalmislead: {left_out} stored answers of {alias} were asked under other prompts or settings than "
+              "this study's and are left out of the pack")
     if not answers:
-        raise ConfigError(f"{wh.path} holds no answer of model {alias}; run the study first")
+        raise ConfigError(f"{wh.path} holds no answer of model {alias} asked as this study asks; run the study first")
     props = answer_pack.props_documents(wh, [a.get("server_props_sha256") for a in answers])
     result = answer_pack.write_pack(folder, answers, props, provenance(spec, alias), append=append)
     study = study_models.study()

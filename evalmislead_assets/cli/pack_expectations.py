@@ -41,8 +41,8 @@ class Expectations:
                 text = _answer_text(a["response_json"])
                 self.specs[(a.get("thinking") or "off", a["task_id"])] = prompts.extract_spec(text)
 
-    def _cap(self, thinking: str) -> int:
-        return self.model.max_tokens(thinking) or settings.max_tokens(thinking)
+    def _cap(self, thinking: str, asset: str = "") -> int:
+        return self.model.max_tokens(thinking, asset) or settings.max_tokens(thinking)
 
     def body(self, answer: dict[str, Any]) -> str | None:
         """The body the study would send now, or None with ``why`` set when it would send none."""
@@ -52,7 +52,7 @@ class Expectations:
             raise LookupError(f"{task} is not a problem of the shipped dataset")
         build: Callable[[], tuple[str, int, bool]]
         if asset == "model_specs":
-            text, cap = prompts.spec_prompt(p, self.spec_template).text, self._cap(thinking)
+            text, cap = prompts.spec_prompt(p, self.spec_template).text, self._cap(thinking, "model_specs")
         elif asset == "test_generations":
             condition = answer.get("condition") or ""
             spec = self.specs.get((thinking, task)) if condition == "model_spec" else None

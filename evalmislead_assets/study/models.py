@@ -11,6 +11,7 @@ Plain data (no Dagster). The file lists one ``[[models]]`` table per model::
     # chat_template_kwargs = {}       # added to every request's chat_template_kwargs
     # max_tokens_off = 768            # output caps for this model (else EVALMISLEAD_MAX_TOKENS_*)
     # max_tokens_on = 1024
+    # spec_max_tokens_off = 512       # the spec request's cap, thinking off (else max_tokens_off): a docstring
     # parameters = "1.5B"             # size label for the size table (bundled models know theirs)
     # family = "Qwen2.5-Coder"        # models of one family form the size table
     # thinking = false                # can it think? false: thinking-on work is refused (bundled coders: false)
@@ -38,6 +39,7 @@ from evalmislead_assets.errors import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _KEYS = {"name", "bundled", "gguf", "urls", "slots", "chat_template_kwargs", "max_tokens_off", "max_tokens_on",
+         "spec_max_tokens_off",
          "parameters", "family", "thinking", "api_key_env", "headers"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
@@ -61,6 +63,7 @@ class ModelSpec:
     chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     max_tokens_off: int | None = None
     max_tokens_on: int | None = None
+    spec_max_tokens_off: int | None = None  # the model_specs request's cap with thinking off (else max_tokens_off)
     parameters: str = ""
     family: str = ""
     thinking: bool | None = None  # None: not declared (thinking-on work is allowed, and checked per answer)
@@ -72,7 +75,9 @@ class ModelSpec:
         """The asset-key prefix and group name: the name with every other character as '_'."""
         return model_key(self.name)
 
-    def max_tokens(self, thinking: str) -> int | None:
+    def max_tokens(self, thinking: str, asset: str = "") -> int | None:
+        if asset == "model_specs" and thinking == "off" and self.spec_max_tokens_off:
+            return self.spec_max_tokens_off
         return self.max_tokens_off if thinking == "off" else self.max_tokens_on
 
     def refuse_thinking(self, mode: str, source: str) -> None:
@@ -185,7 +190,7 @@ def _model(raw: Any, where: str, bundled_names: Iterable[str]) -> ModelSpec:
     if not isinstance(urls, list) or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
         raise StudyError(f"{where} ({name}): urls must be a list of http:// or https:// URLs")
     ints: dict[str, int | None] = {}
-    for k in ("slots", "max_tokens_off", "max_tokens_on"):
+    for k in ("slots", "max_tokens_off", "max_tokens_on", "spec_max_tokens_off"):
         v = raw.get(k)
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             raise StudyError(f"{where} ({name}): {k} = {v!r} must be a whole number of at least 1")
@@ -210,7 +215,8 @@ def _model(raw: Any, where: str, bundled_names: Iterable[str]) -> ModelSpec:
     return ModelSpec(
         name=name, bundled=bundled, gguf=str(raw.get("gguf", "")), urls=tuple(u.rstrip("/") for u in urls),
         slots=ints["slots"], chat_template_kwargs=dict(kwargs), max_tokens_off=ints["max_tokens_off"],
-        max_tokens_on=ints["max_tokens_on"], parameters=str(raw.get("parameters", "")),
+        max_tokens_on=ints["max_tokens_on"], spec_max_tokens_off=ints["spec_max_tokens_off"],
+        parameters=str(raw.get("parameters", "")),
         family=str(raw.get("family", "")), thinking=thinking, api_key_env=key_env, headers=dict(headers),
     )
 

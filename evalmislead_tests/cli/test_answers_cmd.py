@@ -144,3 +144,32 @@ def test_a_cap_change_is_named(tmp_path, study, problems_df, monkeypatch, capsys
     study_models.reset()
     assert main(["answers", "import", str(pack), "--db", str(tmp_path / "d.duckdb")]) == 2
     assert "max_tokens: pack 4096 vs now 2048" in capsys.readouterr().err
+
+
+def test_export_leaves_out_answers_asked_under_other_settings(tmp_path, study, problems_df, capsys):
+    """A data folder that also holds answers from an earlier cap: the pack carries only this study's requests."""
+    answers = _recorded(problems_df, study)
+    old = dict(answers[2])
+    old["request_json"] = old["request_json"].replace('"max_tokens":4096', '"max_tokens":1024')
+    old["cache_key"] = sha256_text(old["request_json"])
+    src = Warehouse(tmp_path / "src.duckdb")
+    _store(src, [*answers, old])
+    pack = tmp_path / "pack"
+    assert main(["answers", "export", str(pack), "--db", str(src.path)]) == 0
+    assert "1 stored answers" in capsys.readouterr().out
+    assert json.loads((pack / "manifest.json").read_text())["answers"] == 6
+    assert main(["answers", "import", str(pack), "--db", str(tmp_path / "d.duckdb")]) == 0
+
+
+def test_the_spec_cap_applies_to_spec_requests_only(tmp_path, problems_df):
+    from evalmislead_assets.assets.generation import GenerationConfig, _max_tokens
+    from evalmislead_assets.study.models import parse_study
+
+    spec = parse_study('[[models]]\nname = "c"\nbundled = "b"\nmax_tokens_off = 2048\nspec_max_tokens_off = 512\n',
+                       "s", ["b"]).models[0]
+    assert _max_tokens(GenerationConfig(), "off", spec, "model_specs") == 512
+    assert _max_tokens(GenerationConfig(), "off", spec, "test_generations") == 2048
+    assert _max_tokens(GenerationConfig(max_tokens=64), "off", spec, "model_specs") == 64  # the launchpad wins
+    expect = Expectations(problems_df, [], spec, ALIAS)
+    body = json.loads(expect.body(_answer("model_specs", None, "Python/2", "", "")))
+    assert body["max_tokens"] == 512
