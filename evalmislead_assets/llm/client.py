@@ -83,6 +83,7 @@ class ChatClient:
         template_kwargs: Mapping[str, Any] | None = None,
         cache_only: bool = False,
         headers: Mapping[str, str] | None = None,
+        died: Callable[[], list[str]] | None = None,
         unreachable_hint: str = DEFAULT_HINT,  # what to fix when no server answers, named where its URL is set
     ) -> None:
         self._urls = urls
@@ -91,6 +92,9 @@ class ChatClient:
         self.cache_only = cache_only
         # sent with every request (a hosted endpoint's Authorization): never stored, hashed or logged
         self._headers = dict(headers or {})
+        # the embedded server's death notes (None: servers the user runs): a server that died mid-batch is
+        # named in the error and, once per batch, restarted by resolving the URLs again
+        self._died = died
         self.template_kwargs = dict(template_kwargs or {})  # the model's chat-template arguments (study.toml)
         self.model = model
         self.max_in_flight = max(1, max_in_flight)
@@ -182,8 +186,23 @@ class ChatClient:
                 log.info(f"{label}: {len(requests)} requests, {stats.cache_hits} from the cache, sending {len(jobs)}")
                 props_by_url = props_by_url or self._probe(store, http, self._resolve_urls(log), log)
                 servers = [_Server(u, sha, props) for u, (sha, props) in props_by_url.items()]
-                self._send_all(store, http, servers, list(jobs.values()), results, stats, log, label, start,
-                               keep=not bypass_cache)
+                try:
+                    self._send_all(store, http, servers, list(jobs.values()), results, stats, log, label, start,
+                                   keep=not bypass_cache)
+                except LLMUnreachable as exc:
+                    notes = self._died() if self._died and type(exc) is LLMUnreachable else []
+                    if not notes:
+                        raise
+                    log.warning(f"{label}: {notes[0]}; restarting it once")
+                    left = [j for j in jobs.values() if j.key not in results or results[j.key].error]
+                    props_by_url = self._probe(store, http, self._resolve_urls(log), log)  # starts a fresh server
+                    servers = [_Server(u, sha, props) for u, (sha, props) in props_by_url.items()]
+                    try:
+                        self._send_all(store, http, servers, left, results, stats, log, label, start,
+                                       keep=not bypass_cache)
+                    except LLMUnreachable as again:
+                        more = self._died() if self._died else []
+                        raise type(again)(f"{again}; {(more or notes)[0]} (restarted once already)") from None
         except BaseException:
             interrupted = True
             raise

@@ -273,6 +273,15 @@ class EmbeddedServer:
                 return ln[-300:]
         return meaningful[-1][-300:] if meaningful else "(empty log)"
 
+    def death_note(self) -> str | None:
+        """One line when the server was started and has exited since (None while it runs or before a start)."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        code = self.proc.returncode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+        return (f"the embedded llama-server ({self.alias}, pid {self.proc.pid}) {how}; its log ({self.log_path}) "
+                f"ends: {self.last_log_line()}")
+
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM the process group, then SIGKILL if it lingers; waits, so no zombie or orphan remains."""
         proc, self.proc = self.proc, None

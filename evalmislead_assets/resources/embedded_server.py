@@ -65,6 +65,11 @@ class EmbeddedServerResource(ConfigurableResource):
                 self._servers[key] = srv.start()
             return srv.url
 
+    def death_notes(self) -> list[str]:
+        """A line for each server of this resource that was started and has died since (url() restarts it)."""
+        with self._lock:
+            return [note for srv in self._servers.values() if (note := srv.death_note())]
+
     @property
     def started(self) -> bool:
         return any(s.is_running() for s in self._servers.values())

@@ -60,6 +60,7 @@ class LLMResource(ConfigurableResource):
         urls = list(reach.urls)
         alias = self.model
         in_flight = spec.slots or self.max_in_flight
+        died: Optional[Callable[[], list[str]]] = None
         if urls:
             url_source: list[str] | Callable[[Any], list[str]] = urls
         else:
@@ -71,12 +72,13 @@ class LLMResource(ConfigurableResource):
             # Started only when a request misses the cache, so a fully cached run needs no server.
             url_source = lambda log: [  # noqa: E731
                 embedded.url(parallel=in_flight, ctx_per_slot=ctx, log=log.info if log else None, model=_gguf(spec))]
+            died = embedded.death_notes  # a server that died mid-batch is named, and restarted once
         return ChatClient(
             url_source, model=alias, max_in_flight=in_flight, timeout_s=self.timeout_s,
             retries=self.retries, seed=self.seed, backoff_s=self.backoff_s, transport=transport,
             deadline_s=self.deadline_s or settings.llm_deadline_s(), progress_every_s=self.progress_every_s,
             template_kwargs=spec.chat_template_kwargs, unreachable_hint=reach.fix_hint(),
-            cache_only=settings.replay_only(), headers=_headers(spec),
+            cache_only=settings.replay_only(), headers=_headers(spec), died=died,
         )
 
     def run_batch_with_stats(
