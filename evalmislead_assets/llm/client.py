@@ -31,6 +31,7 @@ from evalmislead_assets.store.hashing import sha256_text
 from evalmislead_assets.llm.errors import Attempt, one_line
 from evalmislead_assets.llm.server_props import DEFAULT_HINT, probe_servers
 from evalmislead_assets.llm.call_store import CallStore
+from evalmislead_assets.llm.http_post import post_chat
 from evalmislead_assets.llm.types import (
     BatchStats, ChatRequest, ChatResult, LLMFailing, LLMUnreachable, NotRecorded, request_body,
     result_from_response, server_settings,
@@ -222,35 +223,6 @@ class ChatClient:
         )
         return out, stats
 
-    def _attempt(self, http: httpx.Client, url: str, job: _Job, deadline: float, cancel: threading.Event) -> Attempt:
-        """One POST, read as a stream so the overall deadline holds even when bytes keep trickling in."""
-        remaining = max(0.01, deadline - time.monotonic())
-        gap = min(self.timeout_s, remaining)
-        timeout = httpx.Timeout(gap, connect=min(10.0, gap), pool=remaining)
-        status: int | None = None
-        received, expected = 0, None
-        try:
-            with http.stream("POST", f"{url}/v1/chat/completions", content=job.request_json.encode("utf-8"),
-                             headers={"Content-Type": "application/json"}, timeout=timeout) as resp:
-                status = resp.status_code
-                length = resp.headers.get("content-length", "")
-                expected = int(length) if length.isdigit() else None
-                chunks: list[bytes] = []
-                for chunk in resp.iter_bytes():
-                    if cancel.is_set():
-                        return Attempt(status, abandoned=True)
-                    chunks.append(chunk)
-                    received += len(chunk)
-                    if time.monotonic() > deadline:
-                        return llm_errors.deadline_passed(status, self.deadline_s, received)
-                return llm_errors.judge(status, b"".join(chunks), resp.headers.get("content-type", ""))
-        except httpx.TransportError as exc:
-            if cancel.is_set():
-                return Attempt(status, abandoned=True)
-            if isinstance(exc, httpx.TimeoutException) and time.monotonic() >= deadline - 0.05:
-                return llm_errors.deadline_passed(status, self.deadline_s, received)
-            return llm_errors.transport_failure(exc, status, received, expected, gap)
-
     def _send_all(
         self, store: CallStore, http: httpx.Client, servers: list[_Server], jobs: list[_Job],
         results: dict[str, ChatResult], stats: BatchStats, log: Any, label: str, start: float, keep: bool = True,
@@ -334,7 +306,7 @@ class ChatClient:
                     stats.requests_sent += 1
                     in_flight[call_id] = (job.request.task_id, server.url, t0)
                 try:
-                    attempt = self._attempt(http, server.url, job, deadline, cancel)
+                    attempt = post_chat(http, server.url, job.request_json, deadline, cancel, self.timeout_s, self.deadline_s)
                 finally:
                     with lock:
                         server.in_flight -= 1
