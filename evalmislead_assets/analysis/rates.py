@@ -28,6 +28,7 @@ from evalmislead_assets.analysis.plan import (
     CELLS, KEY, METRICS, SUBSET_CONDITIONS, Plan, answered, cells_present, per_problem, problem_counts, universe,
 )
 from evalmislead_assets.execution.collection import is_one_version_error
+from evalmislead_assets.store.values import is_missing
 from evalmislead_assets.study.conditions import is_empty_spec_error
 
 NAN = float("nan")
@@ -94,9 +95,33 @@ def condition_rates(
         for name, iv in zip(("misleading", "effective"), ivs):
             row[f"{name}_ci_low"] = iv.ci_low if iv else NAN
             row[f"{name}_ci_high"] = iv.ci_high if iv else NAN
+        row.update(verified_rates(outcomes, gt, condition, thinking, set(pp["task_id"])))
         row.update({"level": plan.level, "n_boot": plan.n_boot, "seed": plan.seed})
         rows.append(row)
     return analysis_plan.sha_col(pd.DataFrame(rows, columns=_columns("condition_rates")), plan)
+
+
+def verified_rates(outcomes: pd.DataFrame, generated: pd.DataFrame, condition: str, thinking: str,
+                   task_ids: set[str]) -> dict[str, Any]:
+    """The sensitivity line of issue 26: the rates over the tests of files inside the verified subset
+    (generated_tests.verified), on the same problems as the condition's row. A report-only figure, not a
+    comparison of the plan. Files scored before the column existed (verified NULL) count as unknown:
+    when every file of the cell is unknown the counts are NULL and the rates NaN (not estimable)."""
+    none = {"n_tests_verified": None, "misleading_rate_verified": NAN, "effective_rate_verified": NAN}
+    if "verified" not in generated.columns or len(outcomes) == 0:
+        return none
+    g = generated[(generated["condition"] == condition) & (generated["thinking"] == thinking)
+                  & generated["task_id"].isin(task_ids)]
+    known = g["verified"].map(lambda v: not is_missing(v)).astype(bool)
+    if len(g) and not known.any():
+        return none
+    verified_ids = set(g.loc[g["verified"].map(lambda v: not is_missing(v) and bool(v)).astype(bool), "task_id"])
+    o = outcomes[(outcomes["condition"] == condition) & (outcomes["thinking"] == thinking)
+                 & outcomes["task_id"].isin(verified_ids)]
+    n = len(o)
+    return {"n_tests_verified": n,
+            "misleading_rate_verified": analysis_plan.rate((o["outcome"] == "misleading").sum(), n),
+            "effective_rate_verified": analysis_plan.rate((o["outcome"] == "effective").sum(), n)}
 
 
 # ---------------------------------------------------------------- bootstrap_comparisons

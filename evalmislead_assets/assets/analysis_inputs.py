@@ -20,9 +20,9 @@ UPSTREAM = {
         "columns": ["condition", "thinking", "task_id", "problem_idx", "finish_reason", "error"]}),
     "generated_tests": AssetIn(metadata={"columns": [
         "condition", "thinking", "task_id", "problem_idx", "n_tests", "import_ok", "error",
-        "source IS NOT NULL AS has_code"]}),
+        "source IS NOT NULL AS has_code", "verified"]}),
 }
-CODE_VERSION = "analysis-2"  # issue 10: zero-test rules, matched thinking-on comparisons, new columns
+CODE_VERSION = "analysis-3"  # issue 10: zero-test rules, matched thinking-on comparisons; issue 26: verified rates
 
 
 def study_plan() -> Plan:

@@ -54,6 +54,9 @@ def generated_tests(
     has_source = df["source"].notna()
     truncated = df["finish_reason"] == "length"
     how = df["extraction"].str.split(";").str[0].value_counts().to_dict()
+    with_tests = df["n_tests"] > 0
+    verified = df["verified"].fillna(False).astype(bool)
+    reasons = df.loc[with_tests & ~verified & has_source, "unverified_reason"].value_counts().head(10)
     return Output(df.assign(condition=condition, thinking=thinking), metadata={
         "answers": len(df),
         "tests": int(df["n_tests"].sum()),
@@ -67,6 +70,10 @@ def generated_tests(
         "files_over_test_cap": int((df["n_tests_over_cap"] > 0).sum()),
         "tests_over_cap": int(df["n_tests_over_cap"].sum()),
         "max_tests_per_answer": max_tests,
+        "files_with_tests_verified": int((with_tests & verified).sum()),
+        "tests_verified": int(df.loc[verified, "n_tests"].sum()),
+        "unverified_reasons": MetadataValue.md(md_table(pd.DataFrame(
+            {"reason": reasons.index.astype(str), "files": reasons.to_numpy()}))),
         "extraction": MetadataValue.md(md_table(pd.DataFrame(list(how.items()), columns=["how", "answers"]))),
         "sandbox": isolation_note(sandbox.isolation),
         "wall_s": round(wall, 2),

@@ -19,20 +19,21 @@ import pandas as pd
 from evalmislead_assets.execution.cells import score_many
 from evalmislead_assets.execution.collection import CollectRequest, collect_modules, stored_test_ids
 from evalmislead_assets.execution.extraction import defined_names, extract
+from evalmislead_assets.sandbox import verified_subset
 from evalmislead_assets.sandbox.host import Sandbox
 from evalmislead_assets.store.text_repair import text_column
 from evalmislead_assets.store.values import is_missing
 
 _GENERATED_TESTS_COLUMNS = [
     "task_id", "problem_idx", "source", "extraction", "import_ok", "n_tests", "test_ids", "error", "finish_reason",
-    "one_version_ids", "n_tests_over_cap", "max_tests",
+    "one_version_ids", "n_tests_over_cap", "max_tests", "verified", "unverified_reason",
 ]
 _TEST_OUTCOMES_COLUMNS = [
     "task_id", "problem_idx", "test_id", "buggy_status", "fixed_status", "outcome", "buggy_detail", "fixed_detail",
     "seconds",
 ]
 # columns whose text comes from the answer or from running it (model-controlled; may hold lone surrogates)
-_ANSWER_TEXT = frozenset({"source", "error", "test_id", "buggy_detail", "fixed_detail"})
+_ANSWER_TEXT = frozenset({"source", "error", "test_id", "buggy_detail", "fixed_detail", "unverified_reason"})
 
 
 def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox,
@@ -50,7 +51,8 @@ def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, san
         row: dict[str, Any] = {
             "task_id": g.task_id, "problem_idx": _int(g.problem_idx), "source": None, "extraction": "none",
             "import_ok": False, "n_tests": 0, "test_ids": [], "error": None, "finish_reason": _str(g.finish_reason),
-            "one_version_ids": [], "n_tests_over_cap": 0, "max_tests": max_tests,
+            "one_version_ids": [], "n_tests_over_cap": 0, "max_tests": max_tests, "verified": None,
+            "unverified_reason": None,
         }
         truncated = " (answer truncated at the token cap)" if row["finish_reason"] == "length" else ""
         problem = problems.loc[g.task_id] if g.task_id in problems.index else None
@@ -64,6 +66,7 @@ def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, san
             row["extraction"] = found.extraction
             if found.source.strip():
                 row["source"] = found.source
+                row["verified"], row["unverified_reason"] = verified_subset.check(found.source)
             else:
                 row["error"] = "no code found in the answer" + truncated
         rows.append(row)
@@ -83,6 +86,7 @@ def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, san
     df["n_tests_over_cap"] = df["n_tests_over_cap"].astype("int32")
     df["max_tests"] = df["max_tests"].astype("int32")
     df["import_ok"] = df["import_ok"].astype(bool)
+    df["verified"] = df["verified"].astype("boolean")  # NULL: no code to check
     return df
 
 

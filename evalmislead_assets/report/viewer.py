@@ -186,7 +186,18 @@ def _answer_page(g: dict[str, Any], f: dict[str, Any] | None, tests: list[dict[s
             for t in tests], classes=[t["outcome"] for t in tests]))
     else:
         body.append(f"<p>Zero tests: {_e(_why_zero(f, g))}</p>")
-    body += [f"<h2>Extracted test file</h2><p>{_e(f.get('extraction'))}</p><pre>{_e(f.get('source'))}</pre>",
+    body += [f"<h2>Extracted test file</h2><p>{_e(f.get('extraction'))}</p><p>{_e(_verified_note(f))}</p>"
+             f"<pre>{_e(f.get('source'))}</pre>",
              f"<h2>Answer</h2><pre>{_e(g.get('response_text'))}</pre>",
              f"<h2>Prompt</h2><pre>{_e(_prompt(g.get('request_json')))}</pre>"]
     return _page(f"{g['task_id']}: {g['condition']} | {g['thinking']}", body, up="../")
+
+
+def _verified_note(f: dict[str, Any]) -> str:
+    """Whether the runner vouches for this file's verdicts (issue 26, docs/verified-subset.md)."""
+    v = f.get("verified")
+    if v is None or (isinstance(v, float) and v != v):
+        return "Verified subset: not checked."
+    if bool(v):
+        return "Verified subset: inside (its verdicts are what its assertions produced)."
+    return f"Verified subset: outside ({f.get('unverified_reason')}); scored all the same, shown apart in the report."

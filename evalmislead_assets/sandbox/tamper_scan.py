@@ -231,3 +231,8 @@ def _call(node: ast.Call) -> str | None:
     if name == "open" and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int):
         return "opens a file descriptor by number"
     return None
+
+
+# shared with verified_subset.py, which reads the same scopes
+bound_names = _bound_names
+dead_main_block = _dead_main_block

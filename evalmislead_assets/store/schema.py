@@ -155,6 +155,10 @@ _SPECS: tuple[Table, ...] = (
         ("one_version_ids", "VARCHAR[]", "ids collected against one version only: not scored, not in n_tests"),
         ("n_tests_over_cap", "INTEGER", "collected tests past the per-answer cap: not scored, not in n_tests"),
         ("max_tests", "INTEGER", "the per-answer test cap in force"),
+        # issue 26
+        ("verified", "BOOLEAN", "the file is inside the verified subset (sandbox/verified_subset.py); NULL: "
+                                "scored before the check existed"),
+        ("unverified_reason", "VARCHAR", "the first construct outside the subset, e.g. 'imports os'"),
     ),
     _table(
         "test_outcomes", "each collected test run against both versions, with its cell",
@@ -186,6 +190,10 @@ _SPECS: tuple[Table, ...] = (
         # issue 10
         ("n_collect_one_version", "INTEGER", "files that collected against one version only"),
         ("n_empty_spec", "INTEGER", "answers not sent for an empty model spec"),
+        # issue 26: the sensitivity line, over the tests of verified files only (report-only)
+        ("n_tests_verified", "INTEGER", "tests whose file is in the verified subset; NULL: not checked"),
+        ("misleading_rate_verified", "DOUBLE", "misleading / n_tests_verified; NaN over zero"),
+        ("effective_rate_verified", "DOUBLE", "effective / n_tests_verified; NaN over zero"),
     ),
     _table(
         "bootstrap_comparisons", "the primary comparisons per thinking mode: paired bootstrap estimate and verdict",

@@ -364,3 +364,23 @@ def test_spec_label_splits_by_label_a(plan):
     assert (yes.n_problems, yes.n_tests, yes.n_misleading) == (2, 4, 2) and yes.misleading_rate == pytest.approx(0.5)
     assert (no.n_problems, no.n_tests, no.n_misleading) == (3, 3, 1) and no.misleading_rate == pytest.approx(1 / 3)
     assert "transcribes_bug=unlabelled" not in b.index  # every problem has label (a) here
+
+
+def test_rates_over_verified_tests_are_a_sensitivity_line_beside_the_rates(plan):
+    """Issue 26: condition_rates gives each rate over the tests of verified files only, on the same problems;
+    files stored before the check (verified NULL) make the line 'not checked', never a number."""
+    outcomes, gens, gt = tables()
+    # buggy_code|off: Python/0 (M, M, BP) is outside the subset; Python/1 (E, BF), /3 (E), /4 (M) inside
+    gt["verified"] = ~((gt["condition"] == "buggy_code") & (gt["thinking"] == "off") & (gt["task_id"] == "Python/0"))
+    b = row(condition_rates(outcomes, gens, gt, plan), condition="buggy_code", thinking="off")
+    assert (b.n_tests, b.n_tests_verified) == (7, 4)
+    assert b.misleading_rate == pytest.approx(3 / 7) and b.misleading_rate_verified == pytest.approx(1 / 4)
+    assert b.effective_rate_verified == pytest.approx(2 / 4)
+    f = row(condition_rates(outcomes, gens, gt, plan), condition="fixed_code", thinking="off")
+    assert f.n_tests_verified == f.n_tests and f.effective_rate_verified == pytest.approx(f.effective_rate)
+    gt["verified"] = None
+    old = row(condition_rates(outcomes, gens, gt, plan), condition="buggy_code", thinking="off")
+    assert pd.isna(old.n_tests_verified) and np.isnan(old.misleading_rate_verified)
+    none_verified = gt.assign(verified=False)
+    r = row(condition_rates(outcomes, gens, none_verified, plan), condition="buggy_code", thinking="off")
+    assert r.n_tests_verified == 0 and np.isnan(r.misleading_rate_verified)

@@ -78,7 +78,7 @@ def test_generated_tests_columns_in_order() -> None:
     df = build_generated_tests(_generations().iloc[:0], PROBLEMS, NothingToRun(), max_tests=100)  # type: ignore[arg-type]
     assert df.empty and df.columns.tolist() == [
         "task_id", "problem_idx", "source", "extraction", "import_ok", "n_tests", "test_ids", "error",
-        "finish_reason", "one_version_ids", "n_tests_over_cap", "max_tests"]
+        "finish_reason", "one_version_ids", "n_tests_over_cap", "max_tests", "verified", "unverified_reason"]
 
 
 def test_cap_keeps_the_first_ids_in_file_order() -> None:
@@ -112,6 +112,7 @@ def test_lone_surrogates_in_messages_output_and_collection_errors_are_stored_esc
     box = Sandbox(Limits(timeout_s=20.0), workers=2)
     generated = build_generated_tests(generations, PROBLEMS, box, max_tests=10)
     assert generated["n_tests"].tolist() == [3, 0, 1]
+    assert generated["verified"].tolist() == [True, True, True]  # sys.stderr and raising are inside the subset
     assert generated["error"].tolist()[1] == "ValueError: at import \ud800"
     assert "raw \ud800" in generated["source"].iloc[2]
     outcomes = build_test_outcomes(generated, PROBLEMS, box)
@@ -135,3 +136,26 @@ def test_lone_surrogates_in_messages_output_and_collection_errors_are_stored_esc
     assert sorted(zip(repairs["table_name"], repairs["column_name"], repairs["n_values"])) == [
         ("generated_tests", "error", 1), ("generated_tests", "source", 1),
         ("test_outcomes", "buggy_detail", 3), ("test_outcomes", "fixed_detail", 1)]
+
+
+def test_a_file_outside_the_verified_subset_is_still_run_and_scored_with_its_reason(tmp_path) -> None:
+    """Issue 26: the flag is the file's, set before it runs; an unverified file's tests are scored as any."""
+    from evalmislead_assets.sandbox.host import Limits, Sandbox
+    from evalmislead_assets.store.database import Warehouse
+
+    answers = ["```python\nimport os\nfrom solution import f\n\ndef test_one():\n    assert f(1) == 1\n```",
+               "```python\nfrom solution import f\n\ndef test_one():\n    assert f(1) == 1\n```",
+               "No code."]
+    generations = pd.DataFrame({"task_id": ["Python/1"] * 3, "problem_idx": [1] * 3, "response_text": answers,
+                                "finish_reason": ["stop"] * 3, "error": [None] * 3})
+    box = Sandbox(Limits(timeout_s=20.0), workers=2)
+    generated = build_generated_tests(generations, PROBLEMS, box, max_tests=10)
+    assert generated["verified"].tolist()[:2] == [False, True] and pd.isna(generated["verified"].iloc[2])
+    assert generated["unverified_reason"].tolist()[:2] == ["imports os", None]
+    outcomes = build_test_outcomes(generated, PROBLEMS, box)
+    assert outcomes["outcome"].tolist() == ["effective", "effective"]
+    wh = Warehouse(tmp_path / "study.duckdb")
+    wh.replace_rows("generated_tests", generated.assign(condition="buggy_code", thinking="off"),
+                    {"condition": "buggy_code", "thinking": "off"})
+    assert wh.query_df("SELECT count(*) FILTER (WHERE verified), count(*) FILTER (WHERE NOT verified), "
+                    "count(*) FILTER (WHERE verified IS NULL) FROM generated_tests").values.tolist() == [[1, 1, 1]]

@@ -245,3 +245,26 @@ def test_spec_section_names_the_review_csv_it_was_given(tmp_path):
     assert f"fill in `{given}`" in lines
     lines = "\n".join(tables.spec_section(SimpleNamespace(**{**vars(data), "review_csv": None})))
     assert "fill in the review CSV (EVALMISLEAD_REVIEW_CSV)" in lines
+
+
+def test_verified_subset_section_shows_the_share_and_both_rates(wh, tmp_path):
+    """Issue 26: the report gives per condition the verified share and each rate over all tests and over
+    verified tests only, and names why files are outside the subset, all from stored rows."""
+    store(wh)
+    gt = wh.read_table("generated_tests")
+    outside = (gt["condition"] == "buggy_code") & (gt["task_id"] == "Python/30")  # its 5 tests, 4 misleading
+    gt["verified"] = ~outside
+    gt["unverified_reason"] = outside.map(lambda o: "imports os" if o else None)
+    for cond in ("buggy_code", "fixed_code"):
+        wh.replace_rows("generated_tests", gt[gt["condition"] == cond], where={"condition": cond, "thinking": "off"})
+    analyse(wh)
+    md = write(build(load_data(wh), load_plan(settings.analysis_plan_path())), tmp_path / "report").markdown_path \
+        .read_text(encoding="utf-8")
+    section = md.split("Verified subset: rates with and without unverified tests", 1)[1]
+    line = next(x for x in section.splitlines() if x.startswith("| buggy_code"))
+    # 7 tests, 2 verified (Python/1's both-pass pair): 28.6 %; misleading 57.1 % over all, 0.0 % over verified
+    assert [c.strip() for c in line.strip("|").split("|")] == [
+        "buggy_code", "off", "7", "2", "28.6 %", "57.1 %", "0.0 %", "0.0 %", "0.0 %"]
+    fixed = next(x for x in section.splitlines() if x.startswith("| fixed_code"))
+    assert "| 4 " in fixed and "100.0 %" in fixed
+    assert "| imports os " in section and "FROM condition_rates" in section
