@@ -11,7 +11,7 @@ Modes (``mode`` for every chat request, ``script`` for the next few first):
 - ``truncated``: 200 announcing 1,000 bytes, sends 100 and closes the connection
 - ``surrogate``: a good completion whose content is a lone surrogate (the JSON escape ``\\ud800``)
 
-``alias`` is the model name ``/props`` reports (default ``fake-model``). ``props_mode`` does the same for ``/props`` (``ok``, ``hang``, ``status:N``). Every chat request
+``alias`` is the model name ``/props`` reports (default ``fake-model``), ``model_path`` the model file it names (default none). ``props_mode`` does the same for ``/props`` (``ok``, ``hang``, ``status:N``). Every chat request
 is counted (``chat_requests``, ``bodies``, ``in_flight``); ``client_gone`` counts requests whose
 client closed the connection before the answer was complete.
 
@@ -45,6 +45,7 @@ class FakeLLMServer:
         self.mode = mode
         self.alias = alias  # the model name /props reports (two servers of one alias share cached answers)
         self.props_mode = "ok"
+        self.model_path: str | None = None  # the model file /props names (None: not reported)
         self.script: list[str] = []
         self.answer: str | None = None
         self.trickle_s, self.trickle_chunks, self.trickle_bytes = trickle_s, trickle_chunks, trickle_bytes
@@ -212,8 +213,10 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             elif mode.startswith("status:"):
                 self._send(int(mode.split(":", 1)[1]), b'{"error": "props"}')
             else:
-                self._send(200, json.dumps({"model_alias": server.alias, "total_slots": 2,
-                                            "build_info": "fake-build"}).encode())
+                props = {"model_alias": server.alias, "total_slots": 2, "build_info": "fake-build"}
+                if server.model_path:
+                    props["model_path"] = server.model_path
+                self._send(200, json.dumps(props).encode())
 
         def do_POST(self) -> None:  # noqa: N802
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))

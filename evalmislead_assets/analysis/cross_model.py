@@ -52,6 +52,7 @@ import pandas as pd
 from evalmislead_assets.analysis import bootstrap
 from evalmislead_assets.analysis import plan as analysis_plan
 from evalmislead_assets.analysis import rates
+from evalmislead_assets.store import schema
 from evalmislead_assets.analysis.plan import (
     METRICS, Plan, answered, cells_present, per_problem, problem_counts, universe,
 )
@@ -59,13 +60,8 @@ from evalmislead_assets.analysis.plan import (
 NAN = float("nan")
 MODEL = "model_name"
 
-_RATE_COLUMNS = [
-    "condition", "thinking", "n_problems", "n_answers", "n_errors", "n_tests", "n_misleading", "n_effective",
-    "n_both_pass", "n_both_fail", "misleading_rate", "effective_rate", "problems_with_effective",
-    "problems_with_misleading", "n_zero_tests", "n_truncated", "n_truncated_no_tests", "n_unimportable",
-    "n_tests_collected", "misleading_ci_low", "misleading_ci_high", "effective_ci_low", "effective_ci_high",
-    "level", "n_boot", "seed", "n_collect_one_version", "n_empty_spec",
-]
+# condition_rates' own columns (the schema's, so a column added there is a column here)
+_RATE_COLUMNS = [c for c in schema.column_names("condition_rates") if c not in ("plan_sha256", MODEL)]
 _COMPARISON_COLUMNS = [
     "comparison_id", "thinking", "role", "metric", "condition_a", "condition_b", "rate_a", "rate_b", "estimate",
     "ci_low", "ci_high", "level", "n_boot", "seed", "n_problems", "n_tests_a", "n_tests_b", "n_zero_denominator",

@@ -22,7 +22,7 @@ import pandas as pd
 
 from evalmislead_assets.analysis import plan as analysis_plan
 from evalmislead_assets.store import schema
-from evalmislead_assets.analysis import bootstrap
+from evalmislead_assets.analysis import bootstrap, provenance
 from evalmislead_assets.analysis.rate_interval import cluster_wilson
 from evalmislead_assets.analysis.plan import (
     CELLS, KEY, METRICS, SUBSET_CONDITIONS, Plan, answered, cells_present, per_problem, problem_counts, universe,
@@ -55,6 +55,7 @@ def condition_rates(
     because the spec was empty. Both are in ``n_answers``.
     """
     gens = analysis_plan.frame(generations, KEY + ["problem_idx", "finish_reason", "error"])
+    made_by = provenance.of_cells(gens)
     gt = analysis_plan.frame(generated, KEY + ["problem_idx", "n_tests", "import_ok", "error"])
     if "error" not in gt.columns:
         gt = gt.assign(error=None)
@@ -96,6 +97,7 @@ def condition_rates(
             row[f"{name}_ci_low"] = iv.ci_low if iv else NAN
             row[f"{name}_ci_high"] = iv.ci_high if iv else NAN
         row.update(verified_rates(outcomes, gt, condition, thinking, set(pp["task_id"])))
+        row.update(_made_by(made_by.get((condition, thinking)), condition, thinking, row))
         row.update({"level": plan.level, "n_boot": plan.n_boot, "seed": plan.seed})
         rows.append(row)
     return analysis_plan.sha_col(pd.DataFrame(rows, columns=_columns("condition_rates")), plan)
@@ -124,6 +126,19 @@ def verified_rates(outcomes: pd.DataFrame, generated: pd.DataFrame, condition: s
             "effective_rate_verified": analysis_plan.rate((o["outcome"] == "effective").sum(), n)}
 
 
+def _made_by(p: provenance.Provenance | None, condition: str, thinking: str, row: dict[str, Any]) -> dict[str, Any]:
+    """The cell's template, reported model and cap; a mixed cell's rates are not estimable, with the reason."""
+    cap = p.single("max_tokens") if p else None
+    out: dict[str, Any] = {"template_sha256": p.single("template_sha256") if p else None,
+                           "reported_model": p.single("model") if p else None,
+                           "max_tokens": int(cap) if cap is not None else None}
+    mixed = p.mixed() if p else None
+    out["provenance_note"] = f"{mixed}: rates not estimable; {provenance.fix_hint(condition, thinking)}" if mixed else None
+    if mixed:
+        out.update({k: NAN for k in row if k.endswith(("_rate", "_ci_low", "_ci_high", "_rate_verified"))})
+    return out
+
+
 # ---------------------------------------------------------------- bootstrap_comparisons
 
 
@@ -149,6 +164,7 @@ def bootstrap_comparisons(
     matched = truncation_matched_subset(outcomes, generations, generated, plan)
     matched_ids = set(matched.loc[matched["in_subset"].astype(bool), "task_id"]) if len(matched) else set()
     rows, notes = [], []
+    made_by = provenance.of_cells(generations)
     for thinking in plan.comparison_thinking_modes:
         subset = plan.comparison_subset(thinking)
         pairs: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -172,8 +188,11 @@ def bootstrap_comparisons(
             )
             primary = thinking == plan.primary_thinking
             zero_sides = [x for x, p in ((a, pa), (b, pb)) if int(p["n_tests"].sum()) == 0]
+            apart = provenance.mismatch(a, made_by.get((a, thinking)), b, made_by.get((b, thinking)))
+            if apart:
+                notes.append(f"thinking={thinking}: {a} vs {b} not comparable ({apart})")
             for comp, cell, iv in zip(comps, cells, ivs):
-                estimable = not zero_sides and iv.n_problems > 0
+                estimable = not zero_sides and iv.n_problems > 0 and not apart
                 rows.append({
                     "comparison_id": int(comp["id"]), "thinking": thinking,
                     "role": "primary" if primary else "report-only",
@@ -185,7 +204,8 @@ def bootstrap_comparisons(
                     "n_boot": iv.n_boot, "seed": iv.seed, "n_problems": iv.n_problems,
                     "n_tests_a": int(pa["n_tests"].sum()), "n_tests_b": int(pb["n_tests"].sum()),
                     "n_zero_denominator": iv.n_zero_denominator, "excludes_zero": estimable and iv.excludes_zero,
-                    "verdict": verdict(iv.excludes_zero, primary, iv.n_problems, zero_sides, subset),
+                    "verdict": f"not comparable ({apart})" if apart else
+                    verdict(iv.excludes_zero, primary, iv.n_problems, zero_sides, subset),
                     "subset": subset,
                 })
     out = pd.DataFrame(rows, columns=_columns("bootstrap_comparisons"))

@@ -17,12 +17,13 @@ OUTCOME_COLUMNS = ["condition", "thinking", "task_id", "problem_idx", "test_id",
 UPSTREAM = {
     "test_outcomes": AssetIn(metadata={"columns": OUTCOME_COLUMNS}),
     "test_generations": AssetIn(metadata={
-        "columns": ["condition", "thinking", "task_id", "problem_idx", "finish_reason", "error"]}),
+        "columns": ["condition", "thinking", "task_id", "problem_idx", "finish_reason", "error", "template_sha256",
+                    "model", "TRY_CAST(json_extract_string(request_json, '$.max_tokens') AS INTEGER) AS max_tokens"]}),
     "generated_tests": AssetIn(metadata={"columns": [
         "condition", "thinking", "task_id", "problem_idx", "n_tests", "import_ok", "error",
         "source IS NOT NULL AS has_code", "verified"]}),
 }
-CODE_VERSION = "analysis-3"  # issue 10: zero-test rules, matched thinking-on comparisons; issue 26: verified rates
+CODE_VERSION = "analysis-4"  # issue 10: zero-test rules, matched thinking-on comparisons; issue 26: verified rates; issue 27: provenance
 
 
 def study_plan() -> Plan:

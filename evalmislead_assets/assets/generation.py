@@ -23,7 +23,7 @@ from pydantic import Field
 
 from evalmislead_assets import settings
 from evalmislead_assets.llm import prompts
-from evalmislead_assets.assets.model_scope import model_of
+from evalmislead_assets.assets.model_scope import model_of, model_sql
 from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS, study_problems
 from evalmislead_assets.study.conditions import empty_spec_error
 from evalmislead_assets.study.models import ModelSpec, StudyError
@@ -50,6 +50,16 @@ class GenerationConfig(Config):
                     "EVALMISLEAD_MAX_TOKENS_OFF / EVALMISLEAD_MAX_TOKENS_ON (4,096 / 16,384).")
     grammar: Optional[str] = Field(
         default=None, description="A GBNF grammar sent to llama-server with every request (empty: none).")
+
+
+def template_version(name: str) -> str:
+    """The asset's code version: its prompt template's hash, so an edited template marks every partition made
+    with the old one stale in the UI (and, through lineage, what depends on it)."""
+    try:
+        sha = prompts.load_template(name, settings.prompts_dir()).sha256[:12]
+    except (OSError, UnicodeDecodeError):  # a missing template fails the run itself, with its own message
+        sha = "unreadable"
+    return f"generation-1+{name}-{sha}"
 
 
 def _max_tokens(config: GenerationConfig, thinking: str, model: Optional[ModelSpec] = None, asset: str = "") -> int:
@@ -113,6 +123,27 @@ def problem_ranges(indices: list[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
+def slice_note(context: AssetExecutionContext, wh: Warehouse, table: str, condition: Optional[str], thinking: str,
+               asked: list[int]) -> Optional[str]:
+    """One line when this run's problems differ from what the partition holds (issue 27, 3c): a run over a
+    slice replaces only its own problems' answers, so the partition keeps the others and grows."""
+    where, params = model_sql(context)
+    clause = "thinking = ?" + (" AND condition = ?" if condition else "")
+    try:
+        stored = wh.query_df(f"SELECT DISTINCT problem_idx FROM {table} WHERE {clause} AND {where}",
+                             [thinking, *([condition] if condition else []), *params])
+    except Exception:  # a first run on a fresh file: nothing stored to keep
+        return None
+    held = {int(i) for i in stored["problem_idx"].dropna()}
+    kept = held - set(asked)
+    if not held or not kept:
+        return None
+    label = f"{table}[{condition + '|' if condition else ''}{thinking}]"
+    return (f"{label}: this run asks {len(set(asked))} problems ({problem_ranges(asked)}); the partition keeps its "
+            f"stored answers for {len(kept)} other problems ({problem_ranges(sorted(kept))}) and will hold "
+            f"{len(held | set(asked))}")
+
+
 def _metadata(results: list[ChatResult], stats: BatchStats, template_sha: str, max_tokens: int,
               problems: pd.DataFrame | None = None) -> dict[str, Any]:
     answered = [r for r in results if not r.error]
@@ -168,6 +199,9 @@ def _generate(
     except StudyError as exc:
         raise Failure(description=str(exc)) from None
     requests = _requests(asset_name, condition, thinking, problems, rendered, config, model)
+    note = slice_note(context, wh, asset_name, condition, thinking, [int(i) for i in problems["problem_idx"]])
+    if note:  # said before anything is sent: the partition's problem set changes
+        context.log.warning(note)
     context.log.info(
         f"{asset_name}[{condition or '-'}|{thinking}] of {model.name}: {len(requests)} problems, "
         f"max_tokens {requests[0].max_tokens}, "
@@ -194,7 +228,8 @@ def _fail_on_errors(label: str, requests: list[ChatRequest], results: list[ChatR
 @asset(
     partitions_def=thinking_partitions,
     ins=STUDY_PROBLEM_INS,
-    metadata={"partition_expr": "thinking"},
+    metadata={"partition_expr": "thinking", "replace_by": "task_id"},
+    code_version=template_version(prompts.SPEC_TEMPLATE),
     group_name="generation",
     check_specs=[AssetCheckSpec(THINKING_CHECK, asset="model_specs", description=_THINKING_CHECK_DOC)],
     description="One docstring per problem, written by the model from the buggy code (prompts/spec.md).",
@@ -267,6 +302,8 @@ with warnings.catch_warnings():
         "model_specs": AssetIn(partition_mapping=_SPECS_OF_SAME_THINKING,
                                metadata={"columns": ["thinking", "task_id", "spec_text", "error"]}),
     },
+    metadata={"replace_by": "task_id"},  # a run over a slice of problems keeps the partition's other answers
+    code_version=template_version(prompts.TEST_TEMPLATE),
     group_name="generation",
     check_specs=[AssetCheckSpec(THINKING_CHECK, asset="test_generations", description=_THINKING_CHECK_DOC)],
     description="The model's answer to the test-generation prompt (prompts/test_generation.md), one per problem.",

@@ -29,6 +29,7 @@ import httpx
 from evalmislead_assets.llm import errors as llm_errors
 from evalmislead_assets.store.hashing import sha256_text
 from evalmislead_assets.llm.errors import Attempt, one_line
+from evalmislead_assets.llm.served_model import check_served_model
 from evalmislead_assets.llm.server_props import DEFAULT_HINT, probe_servers
 from evalmislead_assets.llm.call_store import CallStore
 from evalmislead_assets.llm.http_post import post_chat
@@ -186,6 +187,7 @@ class ChatClient:
             if jobs:
                 log.info(f"{label}: {len(requests)} requests, {stats.cache_hits} from the cache, sending {len(jobs)}")
                 props_by_url = props_by_url or self._probe(store, http, self._resolve_urls(log), log)
+                check_served_model(warehouse, model, {u: p for u, (_, p) in props_by_url.items()}, label)
                 servers = [_Server(u, sha, props) for u, (sha, props) in props_by_url.items()]
                 try:
                     self._send_all(store, http, servers, list(jobs.values()), results, stats, log, label, start,

@@ -166,3 +166,8 @@ def result_from_response(
         model=json.loads(request_json).get("model"), from_cache=from_cache, error=None,
         total_slots=slots, cache_prompt=cache_prompt, build_info=build,
     )
+
+
+class ServedModelChanged(LLMUnreachable):
+    """The server now serves another model than the stored answers under the same model name came from:
+    nothing was sent; one line naming both (issue 27, item 3b)."""

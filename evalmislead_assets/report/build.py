@@ -31,8 +31,8 @@ from evalmislead_assets.report.formatting import level_label, md_table
 from evalmislead_assets.report.plots import rates_plot, truncation_plot
 from evalmislead_assets.report.tables import ZERO_DEN as ZERO_DEN_LABEL
 from evalmislead_assets.report.tables import (
-    EXAMPLE_TASK, comparison_subset_note, comparison_table, example_section, mentions_section, rates_table,
-    spec_section, thinking_table, truncation_lines, truncation_table,
+    EXAMPLE_TASK, comparison_subset_note, comparison_table, example_section, made_with_table, mentions_section,
+    rates_table, spec_section, thinking_table, truncation_lines, truncation_table,
 )
 
 ImageRef = Callable[[str, bytes], str]
@@ -179,6 +179,10 @@ def build(data: ReportData, plan: Plan, notes: list[str] | None = None) -> Repor
                 L += [f"### Thinking {mode}" + (" (primary)" if mode == plan.primary_thinking else " (report-only)"),
                       "", "Rates with their " + level_label(plan.level) + " cluster-adjusted Wilson intervals (%).", "",
                       md_table(rates_table(rates, mode)), ""]
+        made_with = made_with_table(rates)
+        if not made_with.empty:
+            L += ["What made each condition's answers (every answered row of a cell must agree; a comparison of "
+                  "cells that differ is refused as “not comparable”):", "", md_table(made_with), ""]
         if "rates.png" in plots:
             L += [f"![Rates per condition]({image_ref('rates.png', plots['rates.png'])})", "",
                   "(vector version for a paper: `plots/rates.svg`)", ""]

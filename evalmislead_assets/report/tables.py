@@ -7,6 +7,8 @@ import re
 
 import pandas as pd
 
+from evalmislead_assets.store.values import is_missing
+
 from evalmislead_assets.analysis.spec_labels import bug_diff, category_counts
 from evalmislead_assets.study.conditions import CONDITIONS, THINKING_MODES
 from evalmislead_assets.report.formatting import (
@@ -34,6 +36,20 @@ def rates_table(rates: pd.DataFrame, thinking: str) -> pd.DataFrame:
             "problems with a misleading test": f"{x['problems_with_misleading']}/{x['n_problems']}",
         })
     return pd.DataFrame(rows)
+
+
+def made_with_table(rates: pd.DataFrame) -> pd.DataFrame:
+    """What made each condition's answers (issue 27): template hash, the model the server answered as, the
+    output cap, the problem count, and why a cell's rates are not estimable when its rows mix them."""
+    if rates.empty or "template_sha256" not in rates:
+        return pd.DataFrame()
+    shown = lambda v, n=None: "mixed or unknown" if is_missing(v) else (str(v)[:n] if n else str(v))  # noqa: E731
+    return pd.DataFrame([{
+        "condition": x["condition"], "thinking": x["thinking"], "problems": x["n_problems"],
+        "template": shown(x["template_sha256"], 12), "model": shown(x["reported_model"]),
+        "cap": shown(x["max_tokens"] if is_missing(x["max_tokens"]) else int(x["max_tokens"])),
+        "note": "" if is_missing(x["provenance_note"]) else x["provenance_note"],
+    } for _, x in rates.sort_values(["thinking", "condition"]).iterrows()])
 
 
 def comparison_table(comp: pd.DataFrame, thinking: str) -> pd.DataFrame:

@@ -13,7 +13,10 @@ Partitions map to columns by dimension name: a condition x thinking key fills/fi
 ``condition`` and ``thinking``; a one-dimension key (``model_specs``: thinking) uses the
 asset's ``partition_expr`` metadata, else the dimension's name (`thinking`/`condition`).
 ``handle_output`` replaces exactly the output partition's rows (the whole table for an
-unpartitioned asset) in one transaction, so an empty frame clears the partition.
+unpartitioned asset) in one transaction, so an empty frame clears the partition. An asset whose
+definition metadata names ``replace_by`` (the generation assets: ``task_id``) replaces only the
+rows of the values its frame holds: a run over a slice of problems keeps the partition's answers for
+every other problem (issue 27, item 3c).
 ``load_input`` reads the upstream table filtered to the mapped upstream partitions when the
 downstream step is partitioned (e.g. `model_specs[on]` for `test_generations[model_spec|on]`),
 and every row when the downstream asset is unpartitioned. Input metadata ``columns`` (a
@@ -148,6 +151,10 @@ class WarehouseIOManager(ConfigurableIOManager):
         if model:  # a model's rows: only they are replaced, every other model's stay as they are
             wheres = [{**w, **model} for w in wheres] if wheres is not None else [dict(model)]
             fill = {**(fill or {}), **model}
+        by = (context.definition_metadata or {}).get("replace_by")
+        if by and wheres is not None:  # only the rows of this run's values (its problems); the others are kept
+            values = sorted({str(v) for v in obj[by]}) if by in obj.columns else []
+            wheres = [{**w, by: values} for w in wheres]
         df = conform(table, obj, fill)
         self.warehouse().replace_partitions(table, df, wheres)
         context.add_output_metadata({"table": table, "dagster/row_count": len(df)})

@@ -194,6 +194,11 @@ _SPECS: tuple[Table, ...] = (
         ("n_tests_verified", "INTEGER", "tests whose file is in the verified subset; NULL: not checked"),
         ("misleading_rate_verified", "DOUBLE", "misleading / n_tests_verified; NaN over zero"),
         ("effective_rate_verified", "DOUBLE", "effective / n_tests_verified; NaN over zero"),
+        # issue 27: what made the cell's answers; a mixed cell's rates are not estimable
+        ("template_sha256", "VARCHAR", "the test-generation template of every answered row; NULL: mixed or unknown"),
+        ("reported_model", "VARCHAR", "the model every answered row names; NULL: mixed or unknown"),
+        ("max_tokens", "INTEGER", "the output cap of every answered request; NULL: mixed or unknown"),
+        ("provenance_note", "VARCHAR", "why the rates are not estimable: the rows mix prompt versions, models or caps"),
     ),
     _table(
         "bootstrap_comparisons", "the primary comparisons per thinking mode: paired bootstrap estimate and verdict",
