@@ -261,8 +261,13 @@ def truncation_matched_subset(
     return analysis_plan.sha_col(out, plan)
 
 
-def thinking_comparisons(outcomes: pd.DataFrame, subset: pd.DataFrame, plan: Plan) -> pd.DataFrame:
-    """Thinking on minus off per condition and metric, paired over the truncation-matched problems."""
+def thinking_comparisons(outcomes: pd.DataFrame, subset: pd.DataFrame, plan: Plan,
+                         generations: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Thinking on minus off per condition and metric, paired over the truncation-matched problems.
+
+    With ``generations``, a condition whose two modes' answers came from different templates or models (the
+    caps differ by design) gets no estimate, and ``note`` says why (issue 27, item 3)."""
+    made_by = provenance.of_cells(generations) if generations is not None else {}
     tc = plan.section("thinking_comparisons")
     metrics = tc.get("metrics", list(METRICS))
     counts = problem_counts(outcomes)
@@ -277,7 +282,9 @@ def thinking_comparisons(outcomes: pd.DataFrame, subset: pd.DataFrame, plan: Pla
             off[[f"n_{x}" for x in cells]].to_numpy(), np.column_stack([off["n_tests"]] * len(cells)),
             **plan.boot_kwargs(),
         )
-        estimable = int(off["n_tests"].sum()) > 0 and int(on["n_tests"].sum()) > 0
+        apart = provenance.mismatch(f"{cond}|on", made_by.get((cond, "on")), f"{cond}|off",
+                                    made_by.get((cond, "off")), fields=("template_sha256", "model"))
+        estimable = int(off["n_tests"].sum()) > 0 and int(on["n_tests"].sum()) > 0 and not apart
         for metric, cell, iv in zip(metrics, cells, ivs):
             rows.append({
                 "condition": cond, "metric": metric,
@@ -289,5 +296,6 @@ def thinking_comparisons(outcomes: pd.DataFrame, subset: pd.DataFrame, plan: Pla
                 "n_tests_off": int(off["n_tests"].sum()), "n_tests_on": int(on["n_tests"].sum()),
                 "n_cell_off": int(off[f"n_{cell}"].sum()), "n_cell_on": int(on[f"n_{cell}"].sum()),
                 "n_zero_denominator": iv.n_zero_denominator, "excludes_zero": estimable and iv.excludes_zero,
+                "note": f"not comparable ({apart})" if apart else None,
             })
     return analysis_plan.sha_col(pd.DataFrame(rows, columns=_columns("thinking_comparisons")), plan)

@@ -147,14 +147,16 @@ def tool_policy(context: AssetExecutionContext, test_outcomes: pd.DataFrame) -> 
         f"```sql\n{TOOL_POLICY_SQL}\n```")})
 
 
-@asset(group_name=GROUP, ins={"truncation_matched_subset": AssetIn(), "test_outcomes": UPSTREAM["test_outcomes"]},
+@asset(group_name=GROUP, ins={"truncation_matched_subset": AssetIn(), "test_outcomes": UPSTREAM["test_outcomes"],
+                              "test_generations": UPSTREAM["test_generations"]},
        code_version=_VERSION,
        description="Thinking on minus off on the truncation-matched subset (same bootstrap; report-only).")
 def thinking_comparisons(
-    context: AssetExecutionContext, truncation_matched_subset: pd.DataFrame, test_outcomes: pd.DataFrame
+    context: AssetExecutionContext, truncation_matched_subset: pd.DataFrame, test_outcomes: pd.DataFrame,
+    test_generations: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
     plan = study_plan()
-    df = rates.thinking_comparisons(test_outcomes, truncation_matched_subset, plan)
+    df = rates.thinking_comparisons(test_outcomes, truncation_matched_subset, plan, test_generations)
     n = int(df["n_problems"].max()) if len(df) else 0
     return Output(df, metadata={
         "rows": len(df), "subset_problems": n, **_plan_meta(plan),

@@ -111,6 +111,7 @@ def thinking_table(tc: pd.DataFrame) -> pd.DataFrame:
         f"{level_label(x['level'])} CI": ci(x["ci_low"], x["ci_high"]),
         "tests off / on": f"{x['n_tests_off']} / {x['n_tests_on']}",
         ZERO_DEN: f"{x['n_zero_denominator']} of {x['n_boot']:,}",
+        **({"note": "" if is_missing(x["note"]) else x["note"]} if "note" in tc and tc["note"].notna().any() else {}),
     } for _, x in tc.iterrows()])
 
 

@@ -222,6 +222,7 @@ _SPECS: tuple[Table, ...] = (
         _SEED, ("n_problems", "INTEGER"), ("n_tests_off", "INTEGER"), ("n_tests_on", "INTEGER"),
         ("n_cell_off", "INTEGER"), ("n_cell_on", "INTEGER"), ("n_zero_denominator", "INTEGER"),
         ("excludes_zero", "BOOLEAN"),
+        ("note", "VARCHAR", "why there is no estimate: the modes' answers came from different templates or models"),
     ),
     _table(
         "tool_policy", "per condition × thinking: what a generator keeping only tests that pass on the code would keep",

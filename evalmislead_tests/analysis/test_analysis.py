@@ -135,6 +135,18 @@ def test_truncation_matched_subset_and_thinking_comparison_by_hand(plan):
     fe = row(tc, condition="fixed_code", metric="effective_rate")
     assert (fe.rate_off, fe.rate_on, fe.estimate) == (pytest.approx(1 / 3), 1.0, pytest.approx(2 / 3))
     assert (fe.ci_low, fe.ci_high) == (pytest.approx(0.5), pytest.approx(1.0))
+    # issue 27: the same template and model in both modes (caps differ by design): compared as before
+    gens = gens.assign(template_sha256="a" * 64, model="m", max_tokens=gens["thinking"].map({"off": 4096, "on": 16384}))
+    same = thinking_comparisons(outcomes, sub, plan, gens)
+    assert same["estimate"].tolist() == tc["estimate"].tolist() and same["note"].isna().all()
+    # buggy_code's thinking-on answers made with an edited template: no estimate for it, and why
+    edited = gens.assign(template_sha256=gens["template_sha256"].where(
+        ~((gens["condition"] == "buggy_code") & (gens["thinking"] == "on")), "b" * 64))
+    tc2 = thinking_comparisons(outcomes, sub, plan, edited)
+    b2 = row(tc2, condition="buggy_code", metric="misleading_rate")
+    assert np.isnan(b2.estimate) and not b2.excludes_zero
+    assert b2.note == "not comparable (prompt template differs: buggy_code|on bbbbbbbbbbbb, buggy_code|off aaaaaaaaaaaa)"
+    assert row(tc2, condition="fixed_code", metric="effective_rate").estimate == pytest.approx(2 / 3)
 
 
 def test_subset_is_empty_with_thinking_off_only(plan):
