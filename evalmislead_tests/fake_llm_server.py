@@ -29,6 +29,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+OPENAI_FIELDS = frozenset({"model", "messages", "temperature", "seed", "max_tokens", "top_p", "stop", "n",
+                           "stream", "response_format", "presence_penalty", "frequency_penalty", "logprobs", "user"})
 MODES = ("ok", "status:N", "error_body", "empty_choices", "list", "null", "invalid_json", "html", "trickle",
          "hang", "truncated", "surrogate")
 
@@ -46,6 +48,8 @@ class FakeLLMServer:
         self.alias = alias  # the model name /props reports (two servers of one alias share cached answers)
         self.props_mode = "ok"
         self.model_path: str | None = None  # the model file /props names (None: not reported)
+        # a hosted OpenAI-style endpoint: no /props (404), these body fields refused with a 400, the model id required
+        self.openai_style: tuple[str, ...] | None = None  # (the accepted model id,) when set
         self.script: list[str] = []
         self.answer: str | None = None
         self.trickle_s, self.trickle_chunks, self.trickle_bytes = trickle_s, trickle_chunks, trickle_bytes
@@ -202,7 +206,7 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             if self.path == "/health":
                 self._send(200, b'{"status": "ok"}')
                 return
-            if self.path != "/props":
+            if self.path != "/props" or server.openai_style is not None:
                 self._send(404, b'{"error": "not found"}')
                 return
             with server.lock:
@@ -227,6 +231,15 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 server.bodies.append(body)
                 server.modes_used.append(mode)
                 server.in_flight += 1
+            if server.openai_style is not None:
+                unknown = sorted(set(body) - OPENAI_FIELDS)
+                if unknown or body.get("model") not in server.openai_style:
+                    why = (f"Unrecognized request argument supplied: {unknown[0]}" if unknown
+                           else f"The model `{body.get('model')}` does not exist")
+                    self._send(400 if unknown else 404, json.dumps({"error": {"message": why}}).encode())
+                    with server.lock:
+                        server.in_flight -= 1
+                    return
             try:
                 prompt = (body.get("messages") or [{}])[-1].get("content", "")
                 content = server.answer if server.answer is not None else f"echo: {prompt}"

@@ -82,6 +82,7 @@ class ChatClient:
         deadline_s: float = 3600.0,
         progress_every_s: float = 30.0,
         error_streak: int = 6,
+        api: str = "llama.cpp",  # the body's flavour: "openai" leaves out llama-server's own fields
         template_kwargs: Mapping[str, Any] | None = None,
         cache_only: bool = False,
         headers: Mapping[str, str] | None = None,
@@ -98,6 +99,7 @@ class ChatClient:
         # named in the error and, once per batch, restarted by resolving the URLs again
         self._died = died
         self.template_kwargs = dict(template_kwargs or {})  # the model's chat-template arguments (study.toml)
+        self.api = api
         self.model = model
         self.max_in_flight = max(1, max_in_flight)
         self.timeout_s = timeout_s
@@ -159,7 +161,7 @@ class ChatClient:
                 props_by_url = self._probe(store, http, self._resolve_urls(log), log)
             model = self.model_name(next(iter(props_by_url.values()))[1] if props_by_url else None)
 
-            bodies = [request_body(r, model, self.seed, self.template_kwargs) for r in requests]
+            bodies = [request_body(r, model, self.seed, self.template_kwargs, self.api) for r in requests]
             keys = [sha256_text(b) for b in bodies]
             cached, bad = ({}, set()) if bypass_cache else store.cached(keys)
             results: dict[str, ChatResult] = {}

@@ -93,11 +93,16 @@ def response_json(payload: Any) -> str:
     return text
 
 
+API_FLAVOURS = ("llama.cpp", "openai")
+
+
 def build_body(
-    req: ChatRequest, model: str, seed: int, template_kwargs: Mapping[str, Any] | None = None
+    req: ChatRequest, model: str, seed: int, template_kwargs: Mapping[str, Any] | None = None, api: str = "llama.cpp",
 ) -> dict[str, Any]:
     """The request body; ``template_kwargs``: the model's own chat-template arguments (study.toml),
-    under the thinking flag (an empty set leaves the body, and so the cache key, as before)."""
+    under the thinking flag (an empty set leaves the body, and so the cache key, as before).
+    ``api = "openai"`` (a hosted endpoint): only the OpenAI chat fields, without llama-server's own
+    (``chat_template_kwargs`` with the thinking flag, ``cache_prompt``), which such endpoints refuse."""
     body: dict[str, Any] = {
         "model": model,
         "messages": req.messages,
@@ -109,13 +114,18 @@ def build_body(
         # temperature-0 answer; it defaults to on, so it is switched off in every body.
         "cache_prompt": False,
     }
+    if api == "openai":
+        del body["chat_template_kwargs"], body["cache_prompt"]
     body.update(req.extra)
     return body
 
 
-def request_body(req: ChatRequest, model: str, seed: int, template_kwargs: Mapping[str, Any] | None = None) -> str:
+def request_body(req: ChatRequest, model: str, seed: int, template_kwargs: Mapping[str, Any] | None = None,
+                 api: str = "llama.cpp") -> str:
     """The exact JSON sent (and hashed into the cache key): the stored body if given, else the built one."""
-    return req.raw_body if req.raw_body is not None else canonical_json(build_body(req, model, seed, template_kwargs))
+    if req.raw_body is not None:
+        return req.raw_body
+    return canonical_json(build_body(req, model, seed, template_kwargs, api))
 
 
 def server_settings(props: dict[str, Any] | None, request_json: str) -> tuple[int | None, bool | None, str | None]:

@@ -63,6 +63,7 @@ class LLMResource(ConfigurableResource):
         died: Optional[Callable[[], list[str]]] = None
         if urls:
             url_source: list[str] | Callable[[Any], list[str]] = urls
+            alias = alias or spec.api_model  # a hosted endpoint's model id (else the server's /props names it)
         else:
             alias = alias or _alias(spec)  # known without the file, so a fully cached run needs none
             # Each slot holds a prompt plus the largest configured output cap.
@@ -78,7 +79,7 @@ class LLMResource(ConfigurableResource):
             retries=self.retries, seed=self.seed, backoff_s=self.backoff_s, transport=transport,
             deadline_s=self.deadline_s or settings.llm_deadline_s(), progress_every_s=self.progress_every_s,
             template_kwargs=spec.chat_template_kwargs, unreachable_hint=reach.fix_hint(),
-            cache_only=settings.replay_only(), headers=_headers(spec), died=died,
+            cache_only=settings.replay_only(), headers=_headers(spec), died=died, api=spec.api,
         )
 
     def run_batch_with_stats(

@@ -18,6 +18,9 @@ Plain data (no Dagster). The file lists one ``[[models]]`` table per model::
     # api_key_env = "OPENAI_API_KEY"  # a hosted endpoint's key: the variable is read at run time and sent as
     #                                 # "Authorization: Bearer ..."; never stored in a row, a cache key or a log
     # headers = {"X-Org" = "lab"}     # more HTTP headers for this model's server (not stored either)
+    # api = "openai"                  # a hosted OpenAI-compatible endpoint: bodies without llama-server's own
+    #                                 # fields (chat_template_kwargs, cache_prompt); default "llama.cpp"
+    # api_model = "gpt-4o-mini"       # the model id sent in every body (urls only; else the server's alias)
 
 Top level, the study's own settings: ``problems = "0-9,30"`` (or a list of numbers; EVALMISLEAD_PROBLEMS and
 ``evalmislead run --problems`` override it).
@@ -40,7 +43,7 @@ from evalmislead_assets.errors import ConfigError
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _KEYS = {"name", "bundled", "gguf", "urls", "slots", "chat_template_kwargs", "max_tokens_off", "max_tokens_on",
          "spec_max_tokens_off",
-         "parameters", "family", "thinking", "api_key_env", "headers"}
+         "parameters", "family", "thinking", "api_key_env", "headers", "api", "api_model"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
@@ -69,6 +72,8 @@ class ModelSpec:
     thinking: bool | None = None  # None: not declared (thinking-on work is allowed, and checked per answer)
     api_key_env: str = ""  # the variable holding the endpoint's key (its value is read only when sending)
     headers: Mapping[str, str] = field(default_factory=dict)
+    api: str = "llama.cpp"  # the request body's flavour: "openai" for a hosted endpoint (no llama-server fields)
+    api_model: str = ""  # the model id every request names (a hosted endpoint's); else the server's alias
 
     @property
     def key(self) -> str:
@@ -212,12 +217,22 @@ def _model(raw: Any, where: str, bundled_names: Iterable[str]) -> ModelSpec:
     if any(k.lower() == "authorization" for k in headers):
         raise StudyError(f"{where} ({name}): put the key in an environment variable named by api_key_env, "
                          "not in headers (the study file is committed and shared)")
+    api, api_model = raw.get("api", "llama.cpp"), raw.get("api_model", "")
+    if api not in ("llama.cpp", "openai"):
+        raise StudyError(f"{where} ({name}): api = {api!r} must be \"llama.cpp\" (llama-server) or \"openai\" "
+                         "(a hosted OpenAI-compatible endpoint)")
+    if not isinstance(api_model, str) or (api_model and not urls):
+        raise StudyError(f"{where} ({name}): api_model names the model id a server at urls expects; give urls too "
+                         "(the embedded server is named by the study)")
+    if api == "openai" and not urls:
+        raise StudyError(f"{where} ({name}): api = \"openai\" is for a hosted endpoint: give its urls")
     return ModelSpec(
         name=name, bundled=bundled, gguf=str(raw.get("gguf", "")), urls=tuple(u.rstrip("/") for u in urls),
         slots=ints["slots"], chat_template_kwargs=dict(kwargs), max_tokens_off=ints["max_tokens_off"],
         max_tokens_on=ints["max_tokens_on"], spec_max_tokens_off=ints["spec_max_tokens_off"],
         parameters=str(raw.get("parameters", "")),
         family=str(raw.get("family", "")), thinking=thinking, api_key_env=key_env, headers=dict(headers),
+        api=api, api_model=api_model,
     )
 
 

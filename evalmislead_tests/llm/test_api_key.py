@@ -72,3 +72,30 @@ def test_a_server_that_requires_a_key_answers_through_api_key_env(tmp_path: Path
     finally:
         server.stop()
         study_models.reset()
+
+
+def test_a_hosted_openai_style_endpoint_gets_its_model_id_and_only_openai_fields(tmp_path: Path, monkeypatch):
+    """A hosted endpoint has no /props, needs its model id and refuses llama-server's own body fields (as
+    OpenAI answers "Unrecognized request argument supplied: cache_prompt"): api = "openai" and api_model."""
+    from evalmislead_tests.fake_llm_server import FakeLLMServer
+
+    with pytest.raises(StudyError, match='must be "llama.cpp"'):
+        parse_study('[[models]]\nname = "h"\nurls = ["https://x"]\napi = "anthropic"\n', "s", [])
+    with pytest.raises(StudyError, match="give urls too"):
+        parse_study('[[models]]\nname = "h"\nbundled = "qwen2.5-coder-0.5b"\napi_model = "gpt"\n', "s",
+                    ["qwen2.5-coder-0.5b"])
+    with FakeLLMServer() as fake:
+        fake.openai_style = ("gpt-test-mini",)
+        wh = Warehouse(tmp_path / "db.duckdb")
+        for name in ("EVALMISLEAD_MODELS", "EVALMISLEAD_LLM_URL", "EVALMISLEAD_EMBEDDED_MODEL"):
+            monkeypatch.delenv(name, raising=False)
+        plain = parse_study(f'[[models]]\nname = "hosted"\nurls = ["{fake.url}"]\n', "s", []).models[0]
+        (refused,) = LLMResource(retries=0).client(model=plain).run_batch(wh, [_request()])[0]
+        assert "HTTP 400" in refused.error and "Unrecognized request argument supplied" in refused.error
+        spec = parse_study(f'[[models]]\nname = "hosted"\nurls = ["{fake.url}"]\napi = "openai"\n'
+                           'api_model = "gpt-test-mini"\n', "s", []).models[0]
+        (answer,) = LLMResource(retries=0).client(model=spec).run_batch(wh, [_request()])[0]
+        assert answer.error is None and answer.text == "echo: Say hi."
+        body = fake.bodies[-1]
+        assert body["model"] == "gpt-test-mini" and set(body) == {"model", "messages", "temperature", "seed",
+                                                                    "max_tokens"}
