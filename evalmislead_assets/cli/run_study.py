@@ -40,7 +40,7 @@ ANALYSIS = [
 ]
 # after every model's analysis: the models side by side, their average, the size table (assets/models.py)
 ACROSS_MODELS = ["model_rates", "model_comparisons", "model_average", "model_sizes", "models_report"]
-SCREENING_HINT = ("evalmislead: this run stored no misleading test; the README's \"Screening\" section shows "
+SCREENING_HINT = ("evalmislead: this run stored no misleading test; docs/bundled-models.md, \"Screening\", shows "
                   "which bundled model writes them (the 1.5B: scripts/bootstrap.sh --model-1.5b, then "
                   "evalmislead run --models qwen2.5-coder-1.5b)")
 

@@ -212,8 +212,8 @@ def _matcher_note(rm: pd.DataFrame) -> str:
     return ("A mention is a match of the keyword matcher (`prompts/reasoning_keywords.txt`, sha256 "
             f"{', '.join(shas) or 'unknown'}…; an exclusion drops only the self-correction or test-design clause it "
             "matches). Its precision and recall were measured on a labelled set of reasoning sentences, not on "
-            "this run's traces (README, \"Reasoning mentions\": for the shipped file, on sentences it was not tuned "
-            "on, it found about two in three mentions, and nearly all it found were mentions; an edited file is "
+            "this run's traces (docs/analysis.md, \"Reasoning mentions\": for the shipped file, on sentences it was "
+            "not tuned on, it found about two in three mentions, and nearly all it found were mentions; an edited file is "
             "re-measured with `pytest -s evalmislead_tests/analysis/test_mentions.py`). A missed mention counts in the "
             "no-mention group, so the count above is, if anything, low.")
 

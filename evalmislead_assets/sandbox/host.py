@@ -12,7 +12,7 @@ then forks one fresh child per test id (so every test starts from the state righ
 after import) and runs it through pytest's runtest protocol. After each test the
 module process kills whatever the test left running in the namespace.
 
-Hardening (the trust model is in the README, "The runner's trust model"): each run sees only a
+Hardening (the trust model is in docs/sandbox.md, "The runner's trust model"): each run sees only a
 size-limited tmpfs holding its own module folder (read-only, always at ``<batch>/m``) and a fresh
 work folder, its own PID, mount, IPC and network namespaces and its own /proc; every other mount
 is read-only; scrubbed environment; limits on address space, file size (which also caps captured

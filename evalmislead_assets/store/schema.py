@@ -7,10 +7,11 @@ DuckDB files keep working (storage.ensure_schema adds missing columns; ``migrate
 columns whose type changed).
 
 Plain data only (no Dagster): ``dagster_metadata.table_schema`` turns ``column_schema`` into a
-Dagster ``TableSchema``. The README's "Tables" section is generated from this registry:
+Dagster ``TableSchema``. The documentation's schema reference (docs/reference/schema.md) is generated from
+this registry, whole, and a test checks that the committed page is the generated one:
 
-    python -m evalmislead_assets.store.schema --markdown          # print the section
-    python -m evalmislead_assets.store.schema --write-readme      # rewrite it between the markers
+    python -m evalmislead_assets.store.schema --markdown          # print the page
+    python -m evalmislead_assets.store.schema --write-docs        # rewrite docs/reference/schema.md
     python -m evalmislead_assets.store.schema --migrate DB        # convert an old DuckDB file in place
 """
 
@@ -22,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-README_START = "<!-- tables:start -->"
-README_END = "<!-- tables:end -->"
+DOCS_PAGE = Path("docs") / "reference" / "schema.md"  # relative to the project root
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ _LEVEL = ("level", "DOUBLE", "interval level, 0.9875 in the plan")
 _N_BOOT = ("n_boot", "INTEGER", "bootstrap resamples")
 _SEED = ("seed", "BIGINT", "bootstrap seed")
 _KEYWORDS = ("keywords_sha256", "VARCHAR", "sha256 of prompts/reasoning_keywords.txt")
-# described once above the README's table, shown bare in its rows
+# described once above the reference's table, shown bare in its rows
 _SHARED = (_CONDITION, _THINKING, _TASK, _IDX, _PLAN, _LEVEL, _N_BOOT, _SEED, _KEYWORDS)
 _ANSWER = (  # the answer columns shared by model_specs and test_generations
     ("model", "VARCHAR", "model name reported by the server"),
@@ -203,8 +203,9 @@ _SPECS: tuple[Table, ...] = (
     _table(
         "bootstrap_comparisons", "the primary comparisons per thinking mode: paired bootstrap estimate and verdict",
         _PLAN, ("comparison_id", "INTEGER"), _THINKING, ("role", "VARCHAR", "primary | report-only"),
-        ("metric", "VARCHAR", "misleading | effective"), ("condition_a", "VARCHAR"), ("condition_b", "VARCHAR"),
-        ("rate_a", "DOUBLE"), ("rate_b", "DOUBLE"), ("estimate", "DOUBLE", "rate_a - rate_b"), ("ci_low", "DOUBLE"),
+        ("metric", "VARCHAR", "misleading_rate | effective_rate"), ("condition_a", "VARCHAR"),
+        ("condition_b", "VARCHAR"), ("rate_a", "DOUBLE"), ("rate_b", "DOUBLE"), ("estimate", "DOUBLE", "rate_a - rate_b"),
+        ("ci_low", "DOUBLE"),
         ("ci_high", "DOUBLE"), _LEVEL, _N_BOOT, _SEED, ("n_problems", "INTEGER"), ("n_tests_a", "INTEGER"),
         ("n_tests_b", "INTEGER"), ("n_zero_denominator", "INTEGER", "resamples where a side drew no test"),
         ("excludes_zero", "BOOLEAN"), ("verdict", "VARCHAR"),
@@ -217,7 +218,8 @@ _SPECS: tuple[Table, ...] = (
     ),
     _table(
         "thinking_comparisons", "thinking on minus off per condition, on the truncation-matched subset",
-        _PLAN, _CONDITION, ("metric", "VARCHAR"), ("rate_off", "DOUBLE"), ("rate_on", "DOUBLE"),
+        _PLAN, _CONDITION, ("metric", "VARCHAR", "misleading_rate | effective_rate"), ("rate_off", "DOUBLE"),
+        ("rate_on", "DOUBLE"),
         ("estimate", "DOUBLE", "rate_on - rate_off"), ("ci_low", "DOUBLE"), ("ci_high", "DOUBLE"), _LEVEL, _N_BOOT,
         _SEED, ("n_problems", "INTEGER"), ("n_tests_off", "INTEGER"), ("n_tests_on", "INTEGER"),
         ("n_cell_off", "INTEGER"), ("n_cell_on", "INTEGER"), ("n_zero_denominator", "INTEGER"),
@@ -359,7 +361,8 @@ _SPECS = (*_SPECS,
         "paired bootstrap resampling the same problems for every model",
         _PLAN, ("kind", "VARCHAR", "rate (of condition_a) or comparison (condition_a minus condition_b)"),
         ("comparison_id", "INTEGER", "the plan's comparison id (comparison rows)"), _THINKING,
-        ("role", "VARCHAR", "primary | report-only (comparison rows)"), ("metric", "VARCHAR", "misleading | effective"),
+        ("role", "VARCHAR", "primary | report-only (comparison rows)"),
+        ("metric", "VARCHAR", "misleading_rate | effective_rate"),
         ("condition_a", "VARCHAR"), ("condition_b", "VARCHAR"), ("subset", "VARCHAR", "all | truncation_matched"),
         ("n_models", "INTEGER", "models averaged"), ("models", "VARCHAR", "their names, comma-separated"),
         ("models_missing", "VARCHAR", "study models without rows for the cell"),
@@ -441,15 +444,21 @@ def migrate(con: Any) -> list[str]:
     return done
 
 
-# ---------------------------------------------------------------- README
+# ---------------------------------------------------------------- the schema reference (docs)
 
 
 def markdown() -> str:
-    """The README's "Tables" section (between the markers), rendered from the registry."""
+    """The documentation's schema reference page (docs/reference/schema.md), rendered from the registry."""
     lines = [
+        "<!-- generated by `python -m evalmislead_assets.store.schema --write-docs` from "
+        "evalmislead_assets/store/schema.py; do not edit by hand -->",
+        "",
+        "# Schema reference",
+        "",
         "Tables (one per asset, same name; analysis rows carry `plan_sha256`). Generated from",
-        "`evalmislead_assets/store/schema.py` by `python -m evalmislead_assets.store.schema --write-readme`;",
-        "column types: `evalmislead sql 'describe TABLE'`.",
+        "`evalmislead_assets/store/schema.py` by `python -m evalmislead_assets.store.schema --write-docs`;",
+        "column types: `evalmislead sql 'describe TABLE'`. The views and how to query them:",
+        "[Query the results](../querying.md).",
         "",
         "Columns in many tables: " + ", ".join(f"{n} ({_md(d)})" for n, _, d in _SHARED) + ".",
         "",
@@ -474,36 +483,25 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("<", "&lt;")
 
 
-def readme_path() -> Path:
-    return Path(__file__).resolve().parents[2] / "README.md"
-
-
-def readme_section(text: str) -> str:
-    """What the README holds between the markers (without them)."""
-    if README_START not in text or README_END not in text:
-        raise ValueError(f"README lacks the {README_START} / {README_END} markers")
-    return text.split(README_START, 1)[1].split(README_END, 1)[0].strip("\n") + "\n"
-
-
-def with_section(text: str, section: str) -> str:
-    head, rest = text.split(README_START, 1)
-    tail = rest.split(README_END, 1)[1]
-    return f"{head}{README_START}\n{section}{README_END}{tail}"
+def docs_path(root: Path | None = None) -> Path:
+    """Where the schema reference page lives under the project root (default: this checkout's)."""
+    return (root or Path(__file__).resolve().parents[2]) / DOCS_PAGE
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m evalmislead_assets.store.schema", description=__doc__.splitlines()[0])
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--markdown", action="store_true", help="print the README's Tables section")
-    g.add_argument("--write-readme", action="store_true", help="rewrite the README's Tables section")
+    g.add_argument("--markdown", action="store_true", help="print the schema reference page")
+    g.add_argument("--write-docs", action="store_true", help=f"rewrite the schema reference page, {DOCS_PAGE}")
     g.add_argument("--migrate", metavar="DB", help="convert an old DuckDB file's column types in place")
     args = p.parse_args(argv)
     if args.markdown:
         sys.stdout.write(markdown())
-    elif args.write_readme:
-        path = readme_path()
-        path.write_text(with_section(path.read_text(encoding="utf-8"), markdown()), encoding="utf-8")
-        print(f"wrote the Tables section of {path}")
+    elif args.write_docs:
+        path = docs_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(markdown(), encoding="utf-8")
+        print(f"wrote the schema reference, {path}")
     else:
         import duckdb
 

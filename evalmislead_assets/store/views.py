@@ -1,4 +1,4 @@
-"""SQL views that make common questions one line (documented in the README).
+"""SQL views that make common questions one line (documented in docs/querying.md, "Views").
 
 Views read only the tables declared in schema.py (the upstream tables), so they can be
 created in any DuckDB file by any process; the analysis tables (condition_rates,

@@ -21,7 +21,7 @@ from evalmislead_assets.settings import PROJECT_ROOT
 SENTENCES = Path(__file__).resolve().parents[1] / "data" / "reasoning_sentences.tsv"
 KEYWORDS = PROJECT_ROOT / "prompts" / "reasoning_keywords.txt"
 # (split, batch or None for all): (precision floor, recall floor), a little under what was measured
-# (README, "Reasoning mentions"): dev P 1.000 R 0.971; held-out batch 1 P 1.000 R 1.000;
+# (docs/analysis.md, "Reasoning mentions"): dev P 1.000 R 0.971; held-out batch 1 P 1.000 R 1.000;
 # held-out batch 4 P 0.944 R 0.680
 FLOORS = {("dev", None): (0.95, 0.95), ("heldout", "1"): (0.95, 0.95), ("heldout", "4"): (0.9, 0.65)}
 
@@ -113,7 +113,7 @@ def test_report_section_names_the_matcher_and_where_its_precision_and_recall_are
                              "keywords_sha256": "ab" * 32}])
     text = "\n".join(mentions_section(SimpleNamespace(reasoning_mention_summary=summary, reasoning_mentions=answers)))
     assert "1 of 2 problems with tests mentioned the bug" in text
-    assert "sha256 abababababab…" in text and "README" in text and "no-mention group" in text
+    assert "sha256 abababababab…" in text and "docs/analysis.md" in text and "no-mention group" in text
 
 
 def test_keyword_patterns_have_no_unbounded_runs():

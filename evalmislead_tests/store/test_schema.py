@@ -1,4 +1,4 @@
-"""The static table registry (schema.py): complete at import, described, rendered into the README,
+"""The static table registry (schema.py): complete at import, described, rendered into the docs' schema reference,
 and generated_tests.test_ids stored as a DuckDB list (with old JSON-text files migrated)."""
 
 import json
@@ -62,25 +62,37 @@ def test_dagster_column_schema_metadata() -> None:
     assert key.type == "varchar" and key.constraints.unique and not key.constraints.nullable
 
 
-def test_readme_tables_section_is_the_generated_one() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert schema.readme_section(readme) == schema.markdown(), (
-        "README's Tables section is out of date: run `.venv/bin/python -m evalmislead_assets.store.schema --write-readme`")
+def test_the_docs_schema_reference_is_the_generated_one() -> None:
+    page = schema.docs_path(ROOT)
+    assert page == ROOT / "docs" / "reference" / "schema.md"
+    assert page.read_text(encoding="utf-8") == schema.markdown(), (
+        "docs/reference/schema.md is out of date: run `.venv/bin/python -m evalmislead_assets.store.schema --write-docs`")
     for name in schema.TABLES:
         assert f"| `{name}` |" in schema.markdown()
+    for name, _, description in schema._SHARED:
+        assert f"{name} ({description.replace('|', chr(92) + '|')})" in schema.markdown()
 
 
-def test_markdown_cli_prints_the_section() -> None:
+def test_the_documented_metric_values_are_the_stored_ones() -> None:
+    """The comparison tables' `metric` holds the plan's metric names (misleading_rate, effective_rate), and the
+    reference says so: a query on a documented value must find rows."""
+    from evalmislead_assets.analysis.plan import METRICS
+
+    for table in ("bootstrap_comparisons", "thinking_comparisons", "model_comparisons", "model_average"):
+        metric = next(c for c in schema.SPECS[table].columns if c.name == "metric")
+        assert metric.description == " | ".join(METRICS), (table, metric.description)
+
+
+def test_markdown_cli_prints_the_page() -> None:
     out = subprocess.run([sys.executable, "-m", "evalmislead_assets.store.schema", "--markdown"], capture_output=True,
                          text=True, check=True, cwd=ROOT).stdout
     assert out == schema.markdown()
 
 
-def test_with_section_replaces_only_between_the_markers() -> None:
-    text = f"head\n{schema.README_START}\nold\n{schema.README_END}\ntail\n"
-    assert schema.with_section(text, "new\n") == f"head\n{schema.README_START}\nnew\n{schema.README_END}\ntail\n"
-    with pytest.raises(ValueError, match="markers"):
-        schema.readme_section("no markers here")
+def test_write_docs_writes_the_page_under_the_project_root(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(schema, "docs_path", lambda root=None: tmp_path / "docs" / "reference" / "schema.md")
+    assert schema.main(["--write-docs"]) == 0
+    assert (tmp_path / "docs" / "reference" / "schema.md").read_text(encoding="utf-8") == schema.markdown()
 
 
 # ---------------------------------------------------------------- generated_tests.test_ids is VARCHAR[]

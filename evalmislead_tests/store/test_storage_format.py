@@ -159,10 +159,11 @@ def test_the_bootstrap_cli_reads_a_demo_database(seeded_warehouse: Warehouse) ->
                                   "count_star()", "164", "sum(len(test_ids))", "26", "sum(n_tests)", "26"]
 
 
-def test_the_readme_duckdb_line_runs_as_written(seeded_warehouse: Warehouse) -> None:
-    """The README's own line, with data/evalmislead.duckdb pointed at the demo database."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    line = next(ln for ln in readme.splitlines() if ln.startswith(".venv/bin/duckdb -readonly "))
+@pytest.mark.parametrize("doc", ["README.md", "docs/querying.md"])
+def test_the_documented_duckdb_line_runs_as_written(seeded_warehouse: Warehouse, doc: str) -> None:
+    """The README's and the docs' own line, with data/evalmislead.duckdb pointed at the demo database."""
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    line = next(ln for ln in text.splitlines() if ln.startswith(".venv/bin/duckdb -readonly "))
     command = line.split("#", 1)[0].strip()
     assert command == '.venv/bin/duckdb -readonly data/evalmislead.duckdb "select * from condition_rates"'
     _demo_database(seeded_warehouse)

@@ -1,6 +1,6 @@
 """Report section "Tests that reached into the runner": per condition, the tests scored
-``tampered`` (the sandbox caught them reaching into the test harness; README, "The sandbox") and
-the files that could not be used for the same reason. A tampered test passes on neither version
+``tampered`` (the sandbox caught them reaching into the test harness; docs/sandbox.md, "The runner's trust
+model") and the files that could not be used for the same reason. A tampered test passes on neither version
 (it is in both_fail); this section says how many of each condition's tests that is.
 Registered in report_sections.
 """
