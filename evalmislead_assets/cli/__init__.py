@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "sql": "sql_cmd",
     "backfill": "backfill_cmd",
     "export": "export_cmd",
+    "verify": "verify_cmd",
     "answers": "answers_cmd",
     "results": "results_cmd",
 }
