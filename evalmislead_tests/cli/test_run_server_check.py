@@ -62,6 +62,9 @@ def test_any_http_answer_is_a_server_that_is_up() -> None:
         assert unreachable([fake.url], "fix it", retries=0) == ""
         fake.props_mode = "status:404"  # a hosted endpoint without /props
         assert unreachable([fake.url], "fix it", retries=0) == ""
+        fake.props_mode = "hang"  # takes the connection, never answers: left to the batch's probe
+        assert unreachable([fake.url], "fix it", retries=0) == ""
+        fake.props_mode = "ok"
         dead = f"http://127.0.0.1:{_free_port()}"
         assert unreachable([dead, fake.url], "fix it", retries=0) == ""  # one of a model's urls is enough
     line = unreachable([dead], "start it or fix X", retries=1, backoff_s=0.01)
