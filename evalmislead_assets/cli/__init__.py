@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "backfill": "backfill_cmd",
     "export": "export_cmd",
     "verify": "verify_cmd",
+    "dev": "dev_cmd",
     "answers": "answers_cmd",
     "results": "results_cmd",
 }
