@@ -51,7 +51,8 @@ def _dims(node: dict[str, Any]) -> dict[str, list[str]]:
     """{dimension: keys}, sorted by name (a one-dimension asset's dimension is called 'default')."""
     if not node["isPartitioned"]:
         return {}
-    return {d["name"]: list(d["partitionKeys"]) for d in sorted(node["partitionKeysByDimension"], key=lambda d: d["name"])}
+    dims = sorted(node["partitionKeysByDimension"], key=lambda d: d["name"])
+    return {d["name"]: list(d["partitionKeys"]) for d in dims}
 
 
 def parent_partition(child_dims: Mapping[str, list[str]], child_key: str, parent_dims: Mapping[str, list[str]]

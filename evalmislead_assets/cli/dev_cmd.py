@@ -37,7 +37,8 @@ def command(args: argparse.Namespace) -> list[str]:
     exe = Path(sys.executable).parent / "dagster"
     dagster = str(exe) if exe.is_file() else shutil.which("dagster")
     if not dagster:
-        raise ConfigError("no dagster command next to this Python or on PATH; install the project (scripts/bootstrap.sh)")
+        raise ConfigError("no dagster command next to this Python or on PATH; install the project "
+                          "(scripts/bootstrap.sh)")
     extra = [a for a in args.dagster_args if a != "--"]
     out = [dagster, "dev", "-w", str(settings.PROJECT_ROOT / "workspace.yaml")]
     out += ["-p", args.port] if args.port else []

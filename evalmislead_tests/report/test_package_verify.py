@@ -91,6 +91,15 @@ def test_a_build_the_server_names_is_kept() -> None:
     assert llama_cpp(None, ["b4567-abcdef0"])["build"] == "b4567-abcdef0"
 
 
+def test_the_readmes_results_name_the_build_an_answer_pack_recorded() -> None:
+    from evalmislead_assets.report.results import _provenance
+
+    props = {"p": {"build_info": "b0-unknown"}}
+    assert "llama.cpp build b0-unknown;" in _provenance({"shards": []}, props)[0]  # a pack from before
+    build = llama_cpp(None, ["b0-unknown"])["build"]
+    assert f"llama.cpp build {build};" in _provenance({"shards": [], "llama_cpp": {"build": build}}, props)[0]
+
+
 def test_verify_rechecks_sums_and_rescores_stored_tests(tmp_path, problems_df, env, capsys) -> None:
     pkg = tmp_path / "pkg"
     assert main(["export", "--db", str(_db(tmp_path, problems_df)), "--out", str(pkg)]) == 0
