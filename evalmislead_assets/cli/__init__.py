@@ -15,6 +15,8 @@ COMMANDS: dict[str, str] = {
     "sql": "sql_cmd",
     "backfill": "backfill_cmd",
     "export": "export_cmd",
+    "verify": "verify_cmd",
+    "dev": "dev_cmd",
     "answers": "answers_cmd",
     "results": "results_cmd",
 }

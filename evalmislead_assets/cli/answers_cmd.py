@@ -131,7 +131,12 @@ def export(wh: Any, folder: Path, spec: ModelSpec, append: bool) -> tuple[int, i
     if not answers:
         raise ConfigError(f"{wh.path} holds no answer of model {alias} asked as this study asks; run the study first")
     props = answer_pack.props_documents(wh, [a.get("server_props_sha256") for a in answers])
-    result = answer_pack.write_pack(folder, answers, props, provenance(spec, alias), append=append)
+    made = provenance(spec, alias)
+    # the llama.cpp build: what /props said (b0-unknown for the bundled server), its --version, its package
+    from evalmislead_assets.report.provenance import llama_cpp, llama_server_binary
+
+    made["llama_cpp"] = llama_cpp(llama_server_binary(), [p.get("build_info") for p in props.values()])
+    result = answer_pack.write_pack(folder, answers, props, made, append=append)
     study = study_models.study()
     if len(study.models) == 1 and Path(study.source).is_file():  # the replay's study file (run --replay)
         text = Path(study.source).read_text(encoding="utf-8")

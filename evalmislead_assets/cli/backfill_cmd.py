@@ -20,6 +20,7 @@ from evalmislead_assets.study.conditions import THINKING_MODES
 from evalmislead_assets import settings
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.study.models import model_key
+from evalmislead_assets.cli import backfill_deps
 from evalmislead_assets.cli.webserver_client import BackfillState, WebserverClient, WebserverError
 
 HELP = "backfill every partition of one thinking mode (e.g. --thinking on) through the running Dagster webserver"
@@ -109,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             assets = model_assets(assets, getattr(args, "models", ""), client.asset_keys())
             partitions = mode_partitions(client.asset_dimensions(assets), args.thinking)
+            # what its assets read must be materialized or in it: one line and nothing launched otherwise
+            backfill_deps.refuse_missing(client, partitions)
         except WebserverError as exc:
             raise ConfigError(str(exc)) from None
         if not client.daemon_health().get("BACKFILL", False):

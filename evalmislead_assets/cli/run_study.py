@@ -128,7 +128,10 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"unknown condition(s) {unknown}; choose from {', '.join(CONDITION_NAMES)}")
 
-    job = defs.resolve_implicit_global_asset_job_def()
+    from evalmislead_assets.cli.run_console import console_without_traces
+
+    # Dagster's console logger without its stack traces: the run's own line names the failure
+    job = defs.resolve_implicit_global_asset_job_def().with_logger_defs({"console": console_without_traces})
     known = set(defs.resolve_asset_graph().get_all_asset_keys())
     study = study_models.study()
     instance = DagsterInstance.get()
@@ -171,13 +174,16 @@ def run(args: argparse.Namespace) -> int:
     for model in study.models:  # before anything runs: thinking-on work for a model that cannot think
         for mode in modes:
             model.refuse_thinking(mode, study.source)
+    runs: list[ModelRun] = []
+    down = _check_servers(study, reaches, replay is not None, runs)
     progress = Progress(cfg.db, cfg.problems, conditions, modes, study.names)
     try:
         step(["problems", "problem_validation", "mutants"])
     except StepFailed as exc:
         raise SystemExit(_failure_text(exc, _llm_line(cfg.db, progress.since, failed="the run failed"))) from None
-    runs: list[ModelRun] = []
     for i, model in enumerate(study.models):  # one model after the other: on a CPU box one server at a time
+        if model.name in down:
+            continue  # its server did not answer before the run: failed at the server check
         who = f"{model.name} " if study.prefixed else ""
         current = ModelRun(model.name, utc_now())
         runs.append(current)
@@ -206,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
         except StepFailed as exc:
             across_failed = f"{exc.label} failed: {exc.failure}"
             print(f"evalmislead: {across_failed}", file=sys.stderr, flush=True)
+    runs.sort(key=lambda r: study.names.index(r.name))  # models whose server was down were added first
     failed = [r for r in runs if r.failed]
     if any(r.chain_done for r in runs):
         _print_summary(cfg.db, progress.since, study, failed_phrase(runs))
@@ -217,6 +224,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"evalmislead: {'; '.join(what)}; stored rows are kept, re-run to resume", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def _check_servers(study: Study, reaches: dict, replay: bool, runs: list[ModelRun]) -> set[str]:
+    """Each model's server (and the spec judge's) before the problems are validated: one line and exit 1
+    when nothing can run; in a study of several, a model whose server is down is marked failed (it is
+    added to ``runs``) and the others go on. Returns the names of those models."""
+    from evalmislead_assets.cli.server_check import unreachable_servers
+
+    if replay or settings.replay_only():  # answers come from the pack: nothing is sent but the probe's sample
+        return set()
+    judge = [u.strip().rstrip("/") for u in settings.judge_url().split(",") if u.strip()]
+    down = unreachable_servers(reaches, judge)
+    if not down:
+        return set()
+    names = {d.model for d in down if d.model}
+    if any(not d.model for d in down) or not study.prefixed or len(names) == len(study.models):
+        raise SystemExit("\n".join(d.line() for d in down))
+    for d in down:
+        now = utc_now()
+        runs.append(ModelRun(d.model, now, now, failed_at="server check", error=d.error))
+        print(f"{d.line()}; model {d.model} stops here, the other models go on", file=sys.stderr, flush=True)
+    return names
 
 
 def _failure_text(exc: StepFailed, requests: str, tail: str = "") -> str:

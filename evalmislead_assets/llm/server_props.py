@@ -45,6 +45,34 @@ def get_props(http: httpx.Client, url: str, retries: int, backoff_s: float, prog
     )
 
 
+def unreachable(urls: list[str], hint: str = DEFAULT_HINT, retries: int = 2, backoff_s: float = 1.0,
+                transport: httpx.BaseTransport | None = None) -> str:
+    """'' when something listens at one of ``urls``; else the one line naming the fix. A quick check before
+    a run, not a wait (``retries`` + 1 tries per URL): only a connection that cannot be made counts as down.
+    Any HTTP answer (a 503 while it loads its model, a 401 or 404 of a hosted endpoint) and a server that
+    takes the connection but does not answer in a few seconds are left to the batch's own probe, which
+    waits for them and names what it found."""
+    last = ""
+    timeout = httpx.Timeout(5.0, connect=10.0)
+    with httpx.Client(timeout=timeout, transport=transport) as http:
+        for url in urls:
+            for attempt in range(retries + 1):
+                try:
+                    http.get(f"{url.rstrip('/')}/props")
+                    return ""
+                except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
+                    last = f"{type(exc).__name__}: {exc}"
+                except httpx.TransportError:
+                    return ""  # connected: it is there, slow or odd (the batch's probe says which)
+                if attempt < retries:
+                    time.sleep(backoff_s * 2**attempt)
+    if not urls:
+        return ""
+    if len(urls) == 1:
+        return f"LLM server unreachable at {urls[0]} after {retries + 1} attempts ({one_line(last, 160)}); {hint}"
+    return f"no LLM server reachable at {', '.join(urls)} ({one_line(last, 160)}); {hint}"
+
+
 def record_props(store: CallStore, http: httpx.Client, url: str, log: Any, retries: int, backoff_s: float,
                  every_s: float, hint: str = DEFAULT_HINT) -> tuple[str, dict[str, Any]]:
     """/props of one server, recorded in server_props; the wait logs a line every ``every_s``."""

@@ -2,8 +2,12 @@
 
 Layout of the package folder::
 
-    manifest.json          what is in it: every file with bytes and sha256, table row counts, plan hash
+    README.md              what the package holds and how to check it (`evalmislead verify <package>`)
+    manifest.json          what is in it: every file with bytes and sha256, table row counts, plan hash, and
+                           where it was made (git commit and dirty flag, models and their sha256, llama.cpp
+                           build, Python); every path in it is relative to the package
     SHA256SUMS             the same hashes, checkable with `sha256sum -c SHA256SUMS`
+    environment/requirements.lock   the installed distributions (name==version, as `pip freeze` lists them)
     plan/                  analysis_plan.json and analysis_plan_changes.md
     prompts/               every file of the prompts folder used
     tables/<name>.parquet  (or .jsonl) one file per stored table
@@ -21,11 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from evalmislead_assets.store.hashing import sha256_file
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.store.schema import TABLES as SCHEMA_TABLES
 from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.report.package_readme import package_readme
+from evalmislead_assets.report.provenance import llama_cpp
 
 # Tables exported: every table of the schema registry, in its order; llm_cache (raw response bodies) is
 # optional (--with-cache).
@@ -48,12 +55,15 @@ def _safe(name: str) -> str:
 def export_package(
     db: Path, out: Path, *, plan_path: Path, review_csvs: Mapping[str, Path] | None = None, fmt: str = "parquet",
     with_cache: bool = False, archive: bool = False, report_folder: Path | None = None,
+    provenance: Mapping[str, Any] | None = None, environment: list[str] | None = None,
 ) -> ExportResult:
     """Write the package into ``out`` (created; must be empty or absent).
 
     ``plan_path``: the analysis plan (copied with the prompts beside it); ``review_csvs``: the spec-label
     review files, package path under review/ -> file (one per model of the study), each copied when it
-    exists (the CLI passes the settings' paths).
+    exists (the CLI passes the settings' paths). ``provenance``: where the package was made (git state,
+    models, Python; report/provenance.py), merged into the manifest, plus the llama.cpp build the stored
+    /props documents report; ``environment``: the lines of environment/requirements.lock.
     """
     from evalmislead_assets.store.database import Warehouse
 
@@ -88,6 +98,9 @@ def export_package(
             quoted = target.as_posix().replace("'", "''")
             con.execute(f"COPY (SELECT * FROM {table}) TO '{quoted}' ({options})")
             rows[table] = int(con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
+        reported = [r[0] for r in con.execute(
+            "SELECT DISTINCT json_extract_string(props_json, '$.build_info') FROM server_props "
+            "WHERE props_json IS NOT NULL").fetchall() if r[0]] if "server_props" in have else []
         n_modules = 0
         if "generated_tests" in have:
             for cond, thinking, task, source in con.execute(
@@ -105,6 +118,14 @@ def export_package(
     if report_folder and Path(report_folder).is_dir() and any(Path(report_folder).iterdir()):
         shutil.copytree(report_folder, out / "report")
 
+    if environment is not None:
+        (out / "environment").mkdir()
+        (out / "environment" / "requirements.lock").write_text("".join(f"{ln}\n" for ln in environment),
+                                                              encoding="utf-8")
+    made = dict(provenance or {})
+    made["llama_cpp"] = llama_cpp(made.pop("llama_server_binary", None), reported)
+    (out / "README.md").write_text(package_readme(out.name, rows, made, fmt), encoding="utf-8")
+
     files = []
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         rel = path.relative_to(out).as_posix()
@@ -116,9 +137,9 @@ def export_package(
     manifest = {
         "name": "evalmislead reproduction package",
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "evalmislead_version": version, "source_db": str(db), "format": fmt,
+        "evalmislead_version": version, "source_db": db.name, "format": fmt,
         "plan_version": plan.version, "plan_sha256": plan.sha256,
-        "tables": rows, "generated_test_modules": n_modules, "files": files,
+        "tables": rows, "generated_test_modules": n_modules, **made, "files": files,
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     sums = "".join(f"{f['sha256']}  {f['path']}\n" for f in files)

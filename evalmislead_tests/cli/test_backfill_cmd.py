@@ -62,11 +62,21 @@ def test_launches_exactly_the_thinking_on_partitions(webserver: DagsterServices,
 
 
 def test_assets_option_limits_the_selection(webserver: DagsterServices, capsys: pytest.CaptureFixture[str]) -> None:
+    # model_spec|off reads model_specs [off], which is neither materialized nor in the backfill: one line,
+    # nothing launched (issue 28)
     assert main(["backfill", "--thinking", "off", "--assets", "test_generations", "--url", webserver.url,
+                 "--no-wait"]) == 2
+    captured = capsys.readouterr()
+    assert "launched backfill" not in captured.out and captured.err.count("\n") == 1, captured.err
+    assert ("nothing launched: the backfill reads partitions that are neither materialized nor in it: "
+            "model_specs [off] (read by test_generations [model_spec|off]); add model_specs to --assets or "
+            "materialize them first") in captured.err
+    # with the specs in it, it launches; the specs' own partition is targeted too
+    assert main(["backfill", "--thinking", "off", "--assets", "model_specs,test_generations", "--url", webserver.url,
                  "--no-wait"]) == 0
     backfill_id = _launched_id(capsys.readouterr().out)
     with webserver.client() as client:
-        assert [a.asset for a in client.backfill(backfill_id).assets] == ["test_generations"]
+        assert {a.asset for a in client.backfill(backfill_id).assets} == {"model_specs", "test_generations"}
         assert sorted(client.targeted_partitions(backfill_id, "test_generations")) == sorted(
             thinking_partition_keys("off"))
 

@@ -110,7 +110,9 @@ def test_a_model_whose_server_is_down_fails_alone_and_the_other_goes_on(tmp_path
     assert proc.returncode == 1, out[-3000:] + err[-3000:]
     # the first model's own error, naming where its URL is set (the study file, not EVALMISLEAD_LLM_URL)
     first = _state(out, "m-a")
-    assert first.startswith("m-a: failed at model_specs [off]:") and NOTHING_LISTENS in first, first
+    # found before the problems were validated (issue 28), not by its spec step
+    assert first.startswith("m-a: failed at server check: LLM server unreachable") and NOTHING_LISTENS in first, first
+    assert "model m-a stops here, the other models go on" in err
     assert f"fix the urls of model m-a in study file {tmp_path / 'study.toml'}" in first
     assert "EVALMISLEAD_LLM_URL" not in out + err and "embedded" not in out + err
     assert "LLM requests of m-a: none sent (m-a failed before sending one)" in out
@@ -135,8 +137,8 @@ def test_the_other_model_finishes_when_a_later_models_server_is_down(tmp_path: P
     out, err = proc.stdout, proc.stderr
     assert proc.returncode == 1, out[-3000:] + err[-3000:]
     assert _state(out, "m-a") == "m-a: done"
-    assert _state(out, "m-b").startswith("m-b: failed at model_specs [off]:")
-    assert "model m-b stops here)" in err and "1 of 2 models failed (m-b)" in err
+    assert _state(out, "m-b").startswith("m-b: failed at server check:")
+    assert "model m-b stops here, the other models go on" in err and "1 of 2 models failed (m-b)" in err
     assert "m_a/study_report" in _materialized(tmp_path) and "models_report" in _materialized(tmp_path)
 
 
@@ -153,7 +155,8 @@ def test_one_model_on_a_dead_evalmislead_llm_url_names_that_variable(tmp_path: P
                           env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"LLM {NOTHING_LISTENS} (from EVALMISLEAD_LLM_URL)" in proc.stdout and "embedded" not in proc.stdout
-    assert "model_specs [off] failed: model_specs: LLM server unreachable" in proc.stderr
-    assert "start it or fix EVALMISLEAD_LLM_URL" in proc.stderr
-    assert "LLM requests this run: none sent (the run failed before sending one)" in proc.stderr
+    # one line before any step (issue 28): the server is checked before the problems are validated
+    assert proc.stderr.strip().startswith("evalmislead: model qwen2.5-coder-0.5b: LLM server unreachable"), proc.stderr
+    assert "start it or fix EVALMISLEAD_LLM_URL" in proc.stderr and "no request sent" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "materializing" not in proc.stdout
     assert "every answer came from the cache" not in proc.stderr
