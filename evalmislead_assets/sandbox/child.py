@@ -25,6 +25,7 @@ from typing import Any
 
 from evalmislead_assets.sandbox import guard as sandbox_guard
 from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, scrubbed_env
+from evalmislead_assets.sandbox.import_files import Snapshot as ImportSnapshot
 from evalmislead_assets.sandbox.ipc import write_line
 from evalmislead_assets.sandbox.limits import CHAIN_PROCESSES
 from evalmislead_assets.sandbox.limits import clamp as limit_to_host
@@ -131,6 +132,7 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
         fds = [ctrl_r, rep_w]
         try:
             _set_up(plugin, workdir, uid, fds)
+            plugin.filters.seal_module_process()  # own keyring, then the syscall filter: before the module runs
         except BaseException as exc:
             write_line(fds[1], {"setup": "failed", "error": f"{type(exc).__name__}: {exc}"[:300]})
             return
@@ -155,6 +157,7 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
         if collect_only or not ids:
             return
         after_import = _entries(workdir)
+        import_state = ImportSnapshot.take(workdir)
         by_id = dict(zip(ids, items or []))
         probe = None  # coverage_measure.Probe, built on the first request that asks for coverage
         reader = os.fdopen(ctrl_r, "rb", buffering=0)
@@ -175,7 +178,8 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
                 probe = coverage_hooks().Probe(os.path.join(moddir, f"{MODULE_UNDER_TEST}.py"))
             code = _fork_test(plugin, item, req["nonce"], rep_w, ctrl_r, workdir, uid,
                               probe if req.get("coverage") else None, unchanged)
-            _remove_new(workdir, after_import)  # every test starts from the files as they were after import
+            _remove_new(workdir, after_import)  # every test starts from the files as they were after import:
+            import_state.restore()  # the new ones gone, the ones made at import as they were
             write_line(rep_w, {"done": req["test_id"], "code": code}, prefix=req["nonce"] + "\t")
     finally:
         os._exit(0)
@@ -284,6 +288,9 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
         os.chdir(testdir)
         cpu = int(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s + 2)
         limit_to_host(resource.RLIMIT_CPU, cpu)
+        # own user/IPC/network namespaces and session keyring, then the test filter (kernel_state.py); a
+        # failure here ends the process before the test runs (no report: crashed)
+        plugin.filters.enter_test_world(plugin.iso.test_namespaces and os.path.exists("/proc/self/uid_map"))
         me = os.getpid()
         plugin.reports.clear()
         plugin.guard = guard
