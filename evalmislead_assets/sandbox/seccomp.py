@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 import tempfile
 from dataclasses import dataclass
 
@@ -98,6 +99,8 @@ class Library:
         self._release.restype, self._release.argtypes = None, [ctypes.c_void_p]
         self._export_pfc = lib.seccomp_export_pfc
         self._export_pfc.restype, self._export_pfc.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]
+        self._export_bpf = lib.seccomp_export_bpf
+        self._export_bpf.restype, self._export_bpf.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]
         self._version = lib.seccomp_version
         self._version.restype = ctypes.POINTER(ctypes.c_uint * 3)
 
@@ -125,14 +128,14 @@ class Library:
         except BaseException:
             self._release(ctx)
             raise
-        return Filter(ctx, self._load, self._export_pfc)
+        return Filter(ctx, self._load, self._export_pfc, self._export_bpf)
 
 
 class Filter:
     """A built filter; ``load()`` applies it to the calling process and every process it starts from then on."""
 
-    def __init__(self, ctx: int, load: object, export_pfc: object) -> None:
-        self._ctx, self._load_fn, self._pfc = ctx, load, export_pfc
+    def __init__(self, ctx: int, load: object, export_pfc: object, export_bpf: object) -> None:
+        self._ctx, self._load_fn, self._pfc, self._bpf = ctx, load, export_pfc, export_bpf
 
     def load(self) -> None:
         rc = self._load_fn(self._ctx)  # type: ignore[operator]
@@ -142,9 +145,17 @@ class Filter:
 
     def pfc(self) -> str:
         """The filter as libseccomp's pseudo-filter code (human-readable), for tests and docs."""
+        return self._export(self._pfc).decode()
+
+    def bpf(self) -> list[tuple[int, int, int, int]]:
+        """The BPF program the kernel gets: (code, jt, jf, k) per instruction."""
+        data = self._export(self._bpf)
+        return [struct.unpack("HBBI", data[i:i + 8]) for i in range(0, len(data), 8)]
+
+    def _export(self, export: object) -> bytes:
         with tempfile.TemporaryFile() as fh:
-            rc = self._pfc(self._ctx, fh.fileno())  # type: ignore[operator]
+            rc = export(self._ctx, fh.fileno())  # type: ignore[operator]
             if rc < 0:
-                raise Unavailable(f"seccomp_export_pfc failed ({os.strerror(-rc)})")
+                raise Unavailable(f"libseccomp could not export the filter ({os.strerror(-rc)})")
             fh.seek(0)
-            return fh.read().decode()
+            return fh.read()
