@@ -1,11 +1,12 @@
-"""A small ctypes binding to libseccomp's documented C API (seccomp_init(3), seccomp_rule_add(3), seccomp_load(3)).
+"""A small ctypes binding to libseccomp's documented C API (seccomp_init(3), seccomp_rule_add(3), seccomp_export_bpf(3)).
 
 Why not a package: libseccomp's own Python bindings are not on PyPI (distributions ship them for the
 system interpreter only, not for a virtual environment), the one pure-Python binding there (pyseccomp
 0.1.2) has had no release since January 2021, and the sandbox's modules import only the standard library
 (the zygote imports them before anything else). The C library is the maintained part: it resolves
 syscall names per architecture, rejects other ABIs (i386 through ``int 0x80``, x32) and compiles the
-rules to BPF. This module only calls it.
+rules to BPF. This module only calls it, and loads the compiled program with the ``prctl`` that
+``seccomp_load(3)`` makes.
 
 Every function pointer is bound when ``Library`` is made (in the zygote, before any test code exists),
 so a later change to ``ctypes`` or to this module cannot change what a test process loads.
@@ -93,8 +94,6 @@ class Library:
         self._add = lib.seccomp_rule_add_array
         self._add.restype = ctypes.c_int
         self._add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(_ArgCmp)]
-        self._load = lib.seccomp_load
-        self._load.restype, self._load.argtypes = ctypes.c_int, [ctypes.c_void_p]
         self._release = lib.seccomp_release
         self._release.restype, self._release.argtypes = None, [ctypes.c_void_p]
         self._export_pfc = lib.seccomp_export_pfc
@@ -128,20 +127,41 @@ class Library:
         except BaseException:
             self._release(ctx)
             raise
-        return Filter(ctx, self._load, self._export_pfc, self._export_bpf)
+        return Filter(ctx, self._export_pfc, self._export_bpf)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 
 
 class Filter:
-    """A built filter; ``load()`` applies it to the calling process and every process it starts from then on."""
+    """A built filter; ``load()`` applies it to the calling process and every process it starts from then on.
 
-    def __init__(self, ctx: int, load: object, export_pfc: object, export_bpf: object) -> None:
-        self._ctx, self._load_fn, self._pfc, self._bpf = ctx, load, export_pfc, export_bpf
+    The BPF program is compiled by libseccomp once, when the filter is built (seccomp_export_bpf), so a
+    load is the one ``prctl`` that ``seccomp_load(3)`` itself makes, not a compilation per process.
+    """
+
+    def __init__(self, ctx: int, export_pfc: object, export_bpf: object) -> None:
+        self._ctx, self._pfc, self._bpf = ctx, export_pfc, export_bpf
+        program = self._export(self._bpf)
+        self._buffer = ctypes.create_string_buffer(program, len(program))
+        self._fprog = _SockFprog(len(program) // 8, ctypes.addressof(self._buffer))
+        libc = ctypes.CDLL(None, use_errno=True)
+        self._prctl = libc.prctl
+        self._prctl.restype = ctypes.c_int
+        self._prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+        self._get_errno = ctypes.get_errno
 
     def load(self) -> None:
-        rc = self._load_fn(self._ctx)  # type: ignore[operator]
-        if rc < 0:
-            raise Unavailable(f"the kernel refused the sandbox's system-call filter ({os.strerror(-rc)}); "
-                              "run on Linux with seccomp filters enabled (CONFIG_SECCOMP_FILTER); nothing was run")
+        for option, arg in ((PR_SET_NO_NEW_PRIVS, 1), (PR_SET_SECCOMP, SECCOMP_MODE_FILTER)):
+            pointer = ctypes.addressof(self._fprog) if option == PR_SET_SECCOMP else None
+            if self._prctl(option, arg, pointer, 0, 0) != 0:
+                err = self._get_errno()
+                raise Unavailable(f"the kernel refused the sandbox's system-call filter ({os.strerror(err)}); "
+                                  "run on Linux with seccomp filters enabled (CONFIG_SECCOMP_FILTER); nothing was run")
 
     def pfc(self) -> str:
         """The filter as libseccomp's pseudo-filter code (human-readable), for tests and docs."""
