@@ -26,6 +26,7 @@ from typing import Any
 from evalmislead_assets.sandbox import guard as sandbox_guard
 from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, scrubbed_env
 from evalmislead_assets.sandbox.import_files import Snapshot as ImportSnapshot
+from evalmislead_assets.sandbox.kernel_state import hide_key_lists
 from evalmislead_assets.sandbox.ipc import write_line
 from evalmislead_assets.sandbox.limits import CHAIN_PROCESSES
 from evalmislead_assets.sandbox.limits import clamp as limit_to_host
@@ -192,7 +193,8 @@ def _set_up(plugin: ZygotePlugin, workdir: str, uid: int | None, fds: list[int])
     iso = plugin.iso
     os.setsid()
     if iso.pid_namespace and iso.chain_namespaces:
-        mount_own_proc()  # this process is PID 1 of the new namespace: /proc shows only the namespace
+        if mount_own_proc():  # this process is PID 1 of the new namespace: /proc shows only the namespace
+            hide_key_lists()  # best effort: the key calls themselves are filtered (kernel_state.py)
     log_fd = os.open(os.path.join(workdir, "collect.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     if uid is not None:
         os.fchown(log_fd, uid, uid)

@@ -36,8 +36,8 @@ import errno
 import os
 
 from evalmislead_assets.sandbox.isolation import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,
-                                                  CLONE_NEWUSER, PR_SET_DUMPABLE, drop_capabilities,
-                                                  mount_own_proc, prctl, unshare)
+                                                  CLONE_NEWUSER, MS_BIND, PR_SET_DUMPABLE, _mount,
+                                                  drop_capabilities, mount_own_proc, prctl, unshare)
 from evalmislead_assets.sandbox.seccomp import CMP_MASKED_EQ, CMP_NE, Cmp, Filter, Library, Rule, act_errno
 
 CLONE_NEWTIME, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00000080, 0x02000000, 0x04000000
@@ -110,6 +110,23 @@ class Filters:
             enter_test_namespaces()
         self.join_anonymous_session_keyring()
         self.test.load()
+
+
+KEY_LISTS = ("/proc/keys", "/proc/key-users")
+
+
+def hide_key_lists() -> list[str]:
+    """Cover /proc/keys and /proc/key-users of the chain's own /proc with /dev/null (as container runtimes
+    do): they list the descriptions of every key the uid may view, the invoking user's host keys included.
+    The module process calls it while it may still mount; returns what it could not cover."""
+    failed = []
+    for path in KEY_LISTS:
+        if os.path.exists(path):
+            try:
+                _mount("/dev/null", path, MS_BIND)
+            except OSError:
+                failed.append(path)
+    return failed
 
 
 def enter_test_namespaces() -> None:

@@ -1,5 +1,6 @@
 # The host's keys are out of reach: a key the corpus runner planted in its own session and user keyrings
-# cannot be found, requested or listed, and no keyring can be joined by name (what siblings would share).
+# cannot be found, requested or listed (nor its description read in /proc/keys), and no keyring can be
+# joined by name (what siblings would share).
 import json
 import subprocess
 import sys
@@ -19,6 +20,13 @@ for name, ring in (("session", -3), ("user", -4), ("user_session", -5), ("proces
     out["list_" + name] = call(250, 11, ring, ctypes.create_string_buffer(64), 64)
 out["request_key"] = call(249, b"user", desc, None, 0)
 out["join_named"] = call(250, 1, b"evalmislead-shared")
+for path in ("/proc/keys", "/proc/key-users"):
+    try:
+        with open(path) as fh:
+            text = fh.read()
+        out[path] = 1 if sys.argv[1] in text or "_uid" in text else -1  # the host key, the user's keyrings
+    except OSError:
+        out[path] = -2
 print(json.dumps(out))
 """
 
