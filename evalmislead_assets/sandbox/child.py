@@ -12,6 +12,7 @@ Standard library only at module level: the zygote imports it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
@@ -21,6 +22,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from evalmislead_assets.sandbox import guard as sandbox_guard
@@ -139,6 +141,9 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
             return
         ctrl_r, rep_w = fds
         unchanged = plugin.pristine  # held here: the module cannot swap it
+        # the same for what each test process enters (kernel_state.py): bound here, before the module runs
+        enter_world = functools.partial(plugin.filters.enter_test_world,
+                                        plugin.iso.test_namespaces and os.path.exists("/proc/self/uid_map"))
         sandbox_guard.arm(rep_w, os.path.join(moddir, TEST_FILE))
         write_line(rep_w, {"setup": "ok"})
         me = os.getpid()
@@ -178,7 +183,7 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
             if req.get("coverage") and probe is None:
                 probe = coverage_hooks().Probe(os.path.join(moddir, f"{MODULE_UNDER_TEST}.py"))
             code = _fork_test(plugin, item, req["nonce"], rep_w, ctrl_r, workdir, uid,
-                              probe if req.get("coverage") else None, unchanged)
+                              probe if req.get("coverage") else None, unchanged, enter_world)
             _remove_new(workdir, after_import)  # every test starts from the files as they were after import:
             import_state.restore()  # the new ones gone, the ones made at import as they were
             write_line(rep_w, {"done": req["test_id"], "code": code}, prefix=req["nonce"] + "\t")
@@ -256,12 +261,12 @@ def _remove_new(top: str, keep: set[str]) -> None:
 
 
 def _fork_test(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: int, workdir: str,
-               uid: int | None, probe: Any, guard: Any) -> int:
+               uid: int | None, probe: Any, guard: Any, enter_world: Callable[[], None]) -> int:
     """Run one collected item in a fresh child (own session, directory); clean up after it; its exit code."""
     testdir = tempfile.mkdtemp(dir=workdir)
     pid = os.fork()
     if pid == 0:
-        _test_child(plugin, item, nonce, rep_w, ctrl_r, testdir, probe, guard)
+        _test_child(plugin, item, nonce, rep_w, ctrl_r, testdir, probe, guard, enter_world)
     _, status = os.waitpid(pid, 0)
     if plugin.iso.pid_namespace:
         # This process is the namespace's init: kill whatever the test left running (kill(-1)
@@ -275,7 +280,7 @@ def _fork_test(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: 
 
 
 def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: int, testdir: str,
-                probe: Any, guard: Any) -> None:
+                probe: Any, guard: Any, enter_world: Callable[[], None]) -> None:
     """The test process: report once, from this pid only, after pytest's protocol returned."""
     try:
         limits = plugin.limits
@@ -292,7 +297,7 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
         limit_to_host(resource.RLIMIT_CPU, cpu)
         # own user/IPC/network namespaces and session keyring, then the test filter (kernel_state.py); a
         # failure here ends the process before the test runs (no report: crashed)
-        plugin.filters.enter_test_world(plugin.iso.test_namespaces and os.path.exists("/proc/self/uid_map"))
+        enter_world()
         me = os.getpid()
         plugin.reports.clear()
         plugin.guard = guard
