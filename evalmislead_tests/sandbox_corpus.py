@@ -19,6 +19,8 @@ from typing import Any
 
 from evalmislead_assets.mutation import scoring as mutation_scoring
 from evalmislead_assets.sandbox.host import Limits, Module, Sandbox
+from evalmislead_assets.sandbox.limits import fit_to_host
+from evalmislead_tests import kernel_keys
 
 HOSTILE = Path(__file__).resolve().parent / "sandbox" / "hostile"
 BUGGY = "def get_positive(l):\n    return [e for e in l if e < 0]\n"
@@ -48,6 +50,15 @@ EXPECTED: dict[str, dict[str, str]] = {
     "iso_leftover.py": {"test_leaves_files_behind": "passed", "test_sees_no_leftover": "passed"},
     "iso_disk_quota.py": {"test_cannot_fill_the_disk": "passed", "test_dev_shm_and_tmp_are_read_only": "passed"},
     "iso_write_outside.py": {"test_cannot_write_outside_the_run": "passed"},
+    # issue 26: kernel state shared with the host or between tests (kernel_state.py, import_files.py)
+    "kernel_keyring_host.py": {"test_cannot_reach_the_hosts_keys": "passed"},
+    "kernel_keyring_left.py": {"test_finds_no_key_then_leaves_one": "passed", "test_finds_no_key_left": "passed"},
+    "kernel_limits.py": {"test_renices_and_limits_the_chain": "passed", "test_starts_as_the_runner_set_it": "passed"},
+    "kernel_ipc.py": {"test_leaves_a_segment_for_a_sibling": "passed", "test_sees_no_segment": "passed"},
+    "kernel_abstract_socket.py": {"test_holds_a_name_and_queues_a_connection": "passed",
+                                  "test_finds_the_name_free_and_nothing_queued": "passed"},
+    "kernel_import_files.py": {"test_changes_the_import_files": "passed",
+                               "test_finds_them_as_the_import_left_them": "passed"},
 }
 FIXED_DIFFERS = {("pid_forge_while_running.py", "test_honest_before"), ("pid_forge_while_running.py", "test_honest_after"),
                  ("malformed_lines.py", "test_honest_sibling"), ("iso_leftover.py", "test_leaves_files_behind")}
@@ -73,11 +84,14 @@ def outside_paths(base: str) -> tuple[str, str]:
     return os.path.join(os.path.dirname(base), f"escaped-{tag}.txt"), str(REPO / f"escaped-{tag}.txt")
 
 
-def source(name: str, canary: int, base: str = "/nonexistent/base") -> str:
+def source(name: str, canary: int, base: str = "/nonexistent/base", host_key: str = "evalmislead-host-none") -> str:
     text = (HOSTILE / name).read_text()
     outside, repo_file = outside_paths(base)
     return (text.replace("__CANARY__", str(canary)).replace("__CPU__", str(LIMITS.cpu_s))
-            .replace("__NDIRS__", "2").replace("__OUTSIDE__", repr(outside)).replace("__REPO_FILE__", repr(repo_file)))
+            .replace("__NDIRS__", "2").replace("__OUTSIDE__", repr(outside)).replace("__REPO_FILE__", repr(repo_file))
+            .replace("__HOST_KEY__", repr(host_key)).replace("__NICE__", str(os.getpriority(os.PRIO_PROCESS, 0)))
+            .replace("__NOFILE__", str(fit_to_host(LIMITS)[0].open_files))
+            .replace("__AFFINITY__", repr(sorted(os.sched_getaffinity(0)))))
 
 
 def _ipc_count() -> int:
@@ -91,10 +105,11 @@ def _ipc_count() -> int:
 def run_corpus(base: str) -> dict[str, Any]:
     canary = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     ipc_before = _ipc_count()
+    host_key, planted = kernel_keys.plant()
     try:
         box = Sandbox(LIMITS, workers=2, base_dir=base, static_scan=False)
         names = sorted(list(EXPECTED) + list(FILE_ERRORS))
-        modules = [Module(code, source(n, canary.pid, base)) for n in names for code in (BUGGY, FIXED)]
+        modules = [Module(code, source(n, canary.pid, base, host_key)) for n in names for code in (BUGGY, FIXED)]
         collected = box.collect(modules)
         files: dict[str, Any] = {}
         requests: list[tuple[Module, str]] = []
@@ -111,11 +126,13 @@ def run_corpus(base: str) -> dict[str, Any]:
     finally:
         canary.send_signal(signal.SIGKILL)
         canary.wait()
+        keys_left = kernel_keys.search(kernel_keys.LEFT)
+        kernel_keys.remove(planted + keys_left)
     escaped = [p for p in outside_paths(base) if os.path.exists(p)]
     for path in escaped:  # recorded as a failure; not left behind
         os.unlink(path)
     return {"files": files, "canary_alive": alive, "ipc_before": ipc_before, "ipc_after": _ipc_count(),
-            "escaped": escaped,
+            "escaped": escaped, "host_key_planted": bool(planted), "keys_left": keys_left,
             "left_in_base": sorted(os.listdir(base)), "isolation": dataclasses.asdict(box.isolation),
             "uid": os.getuid(), "mutant": mutant}
 
@@ -158,6 +175,8 @@ def check(result: dict[str, Any]) -> list[str]:
         bad.append("the canary process was killed")
     if result["ipc_after"] != result["ipc_before"]:
         bad.append(f"IPC objects on the host: {result['ipc_before']} -> {result['ipc_after']}")
+    if result["keys_left"]:
+        bad.append(f"keys left in the host's keyrings: {result['keys_left']}")
     if result["escaped"]:
         bad.append(f"files written outside the run: {result['escaped']}")
     if result["left_in_base"]:

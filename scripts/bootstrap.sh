@@ -113,6 +113,14 @@ if [[ "$(.venv/bin/duckdb --version 2>/dev/null || true)" != "v$DUCKDB_CLI_VERSI
     || { grep -v "is ignored" "$log" | tail -30; say "pip install of duckdb-cli failed (log: $log)"; exit 1; }
 fi
 
+# The test sandbox filters every test's system calls through libseccomp (sandbox/seccomp.py, docs/sandbox-kernel.md)
+# and refuses to run a test without it. Debian and Ubuntu have it installed (apt and systemd need it).
+if ! ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2 '; then
+  say "installing libseccomp2 for the test sandbox's system-call filter"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libseccomp2 >/dev/null
+fi
+
 if [ "$WITH_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
   say "installing Debian's chromium for the UI test"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

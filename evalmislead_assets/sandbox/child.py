@@ -12,6 +12,7 @@ Standard library only at module level: the zygote imports it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
@@ -21,10 +22,13 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from evalmislead_assets.sandbox import guard as sandbox_guard
 from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, scrubbed_env
+from evalmislead_assets.sandbox.import_files import Snapshot as ImportSnapshot
+from evalmislead_assets.sandbox.kernel_state import hide_key_lists
 from evalmislead_assets.sandbox.ipc import write_line
 from evalmislead_assets.sandbox.limits import CHAIN_PROCESSES
 from evalmislead_assets.sandbox.limits import clamp as limit_to_host
@@ -131,11 +135,15 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
         fds = [ctrl_r, rep_w]
         try:
             _set_up(plugin, workdir, uid, fds)
+            plugin.filters.seal_module_process()  # own keyring, then the syscall filter: before the module runs
         except BaseException as exc:
             write_line(fds[1], {"setup": "failed", "error": f"{type(exc).__name__}: {exc}"[:300]})
             return
         ctrl_r, rep_w = fds
         unchanged = plugin.pristine  # held here: the module cannot swap it
+        # the same for what each test process enters (kernel_state.py): bound here, before the module runs
+        enter_world = functools.partial(plugin.filters.enter_test_world,
+                                        plugin.iso.test_namespaces and os.path.exists("/proc/self/uid_map"))
         sandbox_guard.arm(rep_w, os.path.join(moddir, TEST_FILE))
         write_line(rep_w, {"setup": "ok"})
         me = os.getpid()
@@ -155,6 +163,7 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
         if collect_only or not ids:
             return
         after_import = _entries(workdir)
+        import_state = ImportSnapshot.take(workdir)
         by_id = dict(zip(ids, items or []))
         probe = None  # coverage_measure.Probe, built on the first request that asks for coverage
         reader = os.fdopen(ctrl_r, "rb", buffering=0)
@@ -174,8 +183,9 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
             if req.get("coverage") and probe is None:
                 probe = coverage_hooks().Probe(os.path.join(moddir, f"{MODULE_UNDER_TEST}.py"))
             code = _fork_test(plugin, item, req["nonce"], rep_w, ctrl_r, workdir, uid,
-                              probe if req.get("coverage") else None, unchanged)
-            _remove_new(workdir, after_import)  # every test starts from the files as they were after import
+                              probe if req.get("coverage") else None, unchanged, enter_world)
+            _remove_new(workdir, after_import)  # every test starts from the files as they were after import:
+            import_state.restore()  # the new ones gone, the ones made at import as they were
             write_line(rep_w, {"done": req["test_id"], "code": code}, prefix=req["nonce"] + "\t")
     finally:
         os._exit(0)
@@ -188,7 +198,8 @@ def _set_up(plugin: ZygotePlugin, workdir: str, uid: int | None, fds: list[int])
     iso = plugin.iso
     os.setsid()
     if iso.pid_namespace and iso.chain_namespaces:
-        mount_own_proc()  # this process is PID 1 of the new namespace: /proc shows only the namespace
+        if mount_own_proc():  # this process is PID 1 of the new namespace: /proc shows only the namespace
+            hide_key_lists()  # best effort: the key calls themselves are filtered (kernel_state.py)
     log_fd = os.open(os.path.join(workdir, "collect.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     if uid is not None:
         os.fchown(log_fd, uid, uid)
@@ -250,12 +261,12 @@ def _remove_new(top: str, keep: set[str]) -> None:
 
 
 def _fork_test(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: int, workdir: str,
-               uid: int | None, probe: Any, guard: Any) -> int:
+               uid: int | None, probe: Any, guard: Any, enter_world: Callable[[], None]) -> int:
     """Run one collected item in a fresh child (own session, directory); clean up after it; its exit code."""
     testdir = tempfile.mkdtemp(dir=workdir)
     pid = os.fork()
     if pid == 0:
-        _test_child(plugin, item, nonce, rep_w, ctrl_r, testdir, probe, guard)
+        _test_child(plugin, item, nonce, rep_w, ctrl_r, testdir, probe, guard, enter_world)
     _, status = os.waitpid(pid, 0)
     if plugin.iso.pid_namespace:
         # This process is the namespace's init: kill whatever the test left running (kill(-1)
@@ -269,7 +280,7 @@ def _fork_test(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: 
 
 
 def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r: int, testdir: str,
-                probe: Any, guard: Any) -> None:
+                probe: Any, guard: Any, enter_world: Callable[[], None]) -> None:
     """The test process: report once, from this pid only, after pytest's protocol returned."""
     try:
         limits = plugin.limits
@@ -284,6 +295,9 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
         os.chdir(testdir)
         cpu = int(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s + 2)
         limit_to_host(resource.RLIMIT_CPU, cpu)
+        # own user/IPC/network namespaces and session keyring, then the test filter (kernel_state.py); a
+        # failure here ends the process before the test runs (no report: crashed)
+        enter_world()
         me = os.getpid()
         plugin.reports.clear()
         plugin.guard = guard

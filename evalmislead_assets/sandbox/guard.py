@@ -46,6 +46,8 @@ WATCHED_MODULES = (
     "evalmislead_assets.sandbox.guard", "evalmislead_assets.sandbox.isolation", "evalmislead_assets.sandbox.host",
     "evalmislead_assets.sandbox.coverage_probe", "evalmislead_assets.sandbox.verdicts",
     "evalmislead_assets.sandbox.limits", "evalmislead_assets.sandbox.supervisor",
+    "evalmislead_assets.sandbox.kernel_state", "evalmislead_assets.sandbox.seccomp",
+    "evalmislead_assets.sandbox.import_files",
 )
 WATCHED_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_makereport", "pytest_pyfunc_call",
                  "pytest_runtest_call", "pytest_runtest_setup", "pytest_runtest_teardown",

@@ -68,6 +68,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from evalmislead_assets.sandbox import seccomp as sandbox_seccomp
 from evalmislead_assets.sandbox import tamper_scan as sandbox_tamper
 from evalmislead_assets.sandbox.ipc import ZygoteProcess
 from evalmislead_assets.sandbox.isolation import Isolation, first_closed_dir
@@ -184,6 +185,9 @@ class Sandbox:
                     f"the sandbox base folder {self.base_dir} is below {closed[0]}, which other users cannot "
                     "enter; the tests run as a user of their own: use a folder every user can traverse (e.g. /tmp)")
         limits = self.host_limits()
+        missing = sandbox_seccomp.unavailable()
+        if missing:  # every test process is filtered (kernel_state.py): never run one without
+            raise SandboxUnavailable(missing)
         root = tempfile.mkdtemp(prefix="evalmislead-sandbox-", dir=self.base_dir)
         try:
             os.chmod(root, 0o755)
@@ -307,7 +311,8 @@ def weakest(a: Isolation, b: Isolation) -> Isolation:
     """The isolation both got."""
     return Isolation(a.network and b.network, a.readonly_fs and b.readonly_fs, a.pid_namespace and b.pid_namespace,
                      a.own_uid and b.own_uid, a.notes + [n for n in b.notes if n not in a.notes],
-                     a.user_namespace or b.user_namespace, a.chain_namespaces and b.chain_namespaces)
+                     a.user_namespace or b.user_namespace, a.chain_namespaces and b.chain_namespaces,
+                     a.test_namespaces and b.test_namespaces)
 
 
 def _write_modules(root: str, modules: list[Module]) -> dict[Module, str]:

@@ -24,12 +24,14 @@ class Isolation:
     notes: list[str] = field(default_factory=list)
     user_namespace: bool = False  # entered as a normal user: mapped to the invoking user, no second uid
     chain_namespaces: bool = False  # each chain: own mount, IPC and network namespace, /proc, tmpfs
+    test_namespaces: bool = False  # each test process: own user, IPC and network namespace (kernel_state.py)
 
     def missing(self) -> list[str]:
         """What is missing; a separate uid is not missing in a user namespace (the mounts do its job)."""
         names = {"network": "no-network namespace", "readonly_fs": "read-only filesystem",
                  "pid_namespace": "PID namespace", "own_uid": "separate user id",
-                 "chain_namespaces": "per-run mount/IPC namespaces"}
+                 "chain_namespaces": "per-run mount/IPC namespaces",
+                 "test_namespaces": "per-test IPC/network namespaces"}
         out = []
         for key, text in names.items():
             if key == "own_uid" and self.user_namespace:

@@ -28,7 +28,8 @@ if __name__ == "__main__":  # started as a script: its own folder is sys.path[0]
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root
 
 from evalmislead_assets.sandbox import guard as sandbox_guard  # noqa: E402
-from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, Limits  # noqa: E402
+from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, UID_BASE, Limits  # noqa: E402
+from evalmislead_assets.sandbox.kernel_state import Filters, probe_test_namespaces  # noqa: E402
 from evalmislead_assets.sandbox.child import coverage_hooks, reap  # noqa: E402
 from evalmislead_assets.sandbox.supervisor import chain_supervisor  # noqa: E402
 from evalmislead_assets.sandbox.verdicts import crash_status  # noqa: E402
@@ -52,6 +53,12 @@ def zygote_main(argv: list[str]) -> int:
     except OSError:
         pass
     iso = setup_isolation(root, os_isolation)
+    filters = Filters()  # libseccomp missing: the zygote stops here (the host checked it first, in one line)
+    if iso.pid_namespace and iso.chain_namespaces:
+        why_not = probe_test_namespaces(UID_BASE if iso.own_uid else None)
+        iso.test_namespaces = why_not is None
+        if why_not:
+            iso.notes.append(why_not)
     # Private protocol descriptors; fd 0/1 become /dev/null so pytest's own chatter goes nowhere.
     proto_in, proto_out = os.dup(0), os.dup(1)
     nul = os.open(os.devnull, os.O_RDWR)
@@ -68,6 +75,7 @@ def zygote_main(argv: list[str]) -> int:
     ZygotePlugin.pytest_runtest_logreport = pytest.hookimpl(tryfirst=True)(ZygotePlugin.pytest_runtest_logreport)
     ZygotePlugin.pytest_collectreport = pytest.hookimpl(tryfirst=True)(ZygotePlugin.pytest_collectreport)
     plugin = ZygotePlugin(root, limits, iso, proto_in, proto_out)
+    plugin.filters = filters
     args = [
         os.path.join(root, "empty"), "-s", "-p", "no:cacheprovider", "-p", "no:terminal",
         "--rootdir", root, "-c", os.path.join(root, "pytest.ini"), "--confcutdir", root,
@@ -98,6 +106,7 @@ class ZygotePlugin:
         self.pristine: Any = None  # sandbox_guard.harness_guard, taken after the warm-up
         self.guard: Any = None  # the same, set in a test process
         self.config: Any = None
+        self.filters: Any = None  # kernel_state.Filters, built before any test code exists
 
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed:

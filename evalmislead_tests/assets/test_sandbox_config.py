@@ -10,7 +10,8 @@ from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S
 from evalmislead_assets.sandbox.isolation import Isolation
 from evalmislead_assets.errors import ConfigError
 
-FULL = Isolation(network=True, readonly_fs=True, pid_namespace=True, own_uid=True, chain_namespaces=True)
+FULL = Isolation(network=True, readonly_fs=True, pid_namespace=True, own_uid=True, chain_namespaces=True,
+                 test_namespaces=True)
 
 
 def test_launchpad_settings_build_the_sandbox(monkeypatch) -> None:
@@ -31,7 +32,8 @@ def test_isolation_note_names_what_is_missing() -> None:
     assert isolation_note(FULL) == "full (no network, read-only filesystem, PID namespace, own uid)"
     partial = Isolation(network=True, readonly_fs=True, pid_namespace=False, own_uid=False, user_namespace=True,
                         chain_namespaces=True, notes=["unshare(CLONE_NEWPID): EPERM"])
-    assert isolation_note(partial) == "without PID namespace (unshare(CLONE_NEWPID): EPERM)"
+    assert isolation_note(partial) == ("without PID namespace, per-test IPC/network namespaces "
+                                       "(unshare(CLONE_NEWPID): EPERM)")
 
 
 class _Log:
@@ -54,7 +56,8 @@ def test_degraded_isolation_warns_once() -> None:
     box.isolation = FULL
     warn_if_degraded(context, box)  # type: ignore[arg-type]
     assert context.log.warnings == []
-    box.isolation = Isolation(network=False, readonly_fs=True, pid_namespace=True, own_uid=True, chain_namespaces=True)
+    box.isolation = Isolation(network=False, readonly_fs=True, pid_namespace=True, own_uid=True, chain_namespaces=True,
+                              test_namespaces=True)
     warn_if_degraded(context, box)  # type: ignore[arg-type]
     (warning,) = context.log.warnings
     assert warning.startswith("sandbox ran without no-network namespace;") and "limits still applied" in warning

@@ -315,7 +315,7 @@ def test_memory():
     assert [r.status for r in ran] == ["passed", "failed", "timeout", "crashed", "failed", "failed"]
     assert box.isolation is not None and set(box.isolation.missing()) == {
         "no-network namespace", "read-only filesystem", "PID namespace", "separate user id",
-        "per-run mount/IPC namespaces"}
+        "per-run mount/IPC namespaces", "per-test IPC/network namespaces"}
     warnings = [r.message for r in caplog.records if "running without" in r.message]
     assert len(warnings) == 1 and "limits still apply" in warnings[0]
 

@@ -37,6 +37,7 @@ def test_corpus_holds_in_this_process(open_base: str) -> None:
     assert sandbox_corpus.check(result) == []
     iso = result["isolation"]
     assert iso["chain_namespaces"] and iso["pid_namespace"] and iso["network"] and iso["readonly_fs"]
+    assert iso["test_namespaces"]  # issue 26: each test process in its own user, IPC and network namespace
     assert iso["user_namespace"] == (os.geteuid() != 0)
 
 
@@ -56,6 +57,7 @@ def test_corpus_holds_as_an_unprivileged_user() -> None:
     assert sandbox_corpus.check(result) == []
     assert result["isolation"]["user_namespace"] and result["isolation"]["chain_namespaces"]
     assert result["isolation"]["readonly_fs"] and result["isolation"]["pid_namespace"]
+    assert result["isolation"]["test_namespaces"]
 
 
 @pytest.mark.parametrize("os_isolation", [True, False], ids=["isolated", "degraded"])
