@@ -53,7 +53,7 @@ def solution_module(program: str, entry_point: str) -> str:
             f"module.exports.default = {entry_point};\n")
 
 
-def test_file_name(source: str) -> str:
+def js_test_file_name(source: str) -> str:
     """``.mjs`` when the file uses ES-module syntax (import/export statements), else ``.cjs``."""
     esm = re.search(r"^\s*(import\s+[\w{*'\"]|export\s)", source, re.M)
     return "solution.test.mjs" if esm else "solution.test.cjs"
@@ -65,7 +65,7 @@ def node_command(test_file: str, pattern: str) -> list[str]:
 
 
 def _files(source: str, solution: str) -> tuple[str, dict[str, str]]:
-    name = test_file_name(source)
+    name = js_test_file_name(source)
     return name, {name: source, SOLUTION: solution, HARNESS: harness_source()}
 
 
@@ -73,11 +73,16 @@ def _path_id(field: str) -> str:
     return ID_SEP.join(json.loads(field))
 
 
+def _ended(run: ProcessRun) -> str:
+    code = run.exit_code
+    return f"killed by signal {code - 128}" if code is not None and code > 128 else f"exit code {code}"
+
+
 def _last_error(run: ProcessRun) -> str:
     lines = [ln.strip() for ln in run.stderr.splitlines()
              if ln.strip() and not ln.startswith(("confine:", "    at ", "Node.js v"))]
     errors = [ln for ln in lines if re.match(r"^\w*(Error|Exception)\b", ln)]
-    text = (errors or lines or [f"exit code {run.exit_code}"])[-1]
+    text = (errors or lines or [_ended(run)])[-1]
     return text[:600]
 
 
@@ -112,8 +117,8 @@ def verdict_of(run: ProcessRun, test_id: str) -> Verdict:
     if mine and ended:
         return Verdict("passed", "", run.seconds)
     if mine:
-        return Verdict("crashed", f"passed, but the run did not finish (exit code {run.exit_code})", run.seconds)
-    return Verdict("crashed", f"no result from the harness (exit code {run.exit_code}): {_last_error(run)}",
+        return Verdict("crashed", f"passed, but the run did not finish ({_ended(run)})", run.seconds)
+    return Verdict("crashed", f"no result from the harness ({_ended(run)}): {_last_error(run)}",
                    run.seconds)
 
 
