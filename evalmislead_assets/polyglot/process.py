@@ -71,10 +71,15 @@ def _reader(fd: int, sink: bytearray) -> None:
                 sink.extend(chunk[: _MAX_RESULT_BYTES - len(sink)])
 
 
-def run_confined(cmd: list[str], files: dict[str, str], limits: ProcessLimits, env: dict[str, str] | None = None,
-                 readable: list[str] | None = None) -> ProcessRun:
-    """Run ``cmd`` in a fresh work folder holding ``files`` (name -> text); ``readable``: folders the run's
-    uid must read (compiled classes), made world-readable by the caller."""
+def run_confined(cmd: list[str], files: dict[str, str | bytes], limits: ProcessLimits,
+                 env: dict[str, str] | None = None, channel: str = "fds",
+                 copy_back: tuple[str, str] | None = None) -> ProcessRun:
+    """Run ``cmd`` in a fresh work folder holding ``files`` (relative name -> text or bytes).
+
+    ``channel``: ``fds`` (the nonce and result pipes at random descriptors, named in the environment) or
+    ``stdio`` (the nonce on stdin, result lines on stdout; for the JVM, which cannot open a descriptor by
+    number without /proc). ``copy_back``: (folder in the work folder, host folder) copied out after the run
+    (compiled classes)."""
     nonce = secrets.token_hex(16)
     host_dir = tempfile.mkdtemp(prefix="evalmislead-pg-")
     workdir = os.path.join(host_dir, "w")
@@ -84,8 +89,8 @@ def run_confined(cmd: list[str], files: dict[str, str], limits: ProcessLimits, e
         for name, text in files.items():
             path = os.path.join(workdir, name)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            with open(path, "wb") as fh:
+                fh.write(text.encode("utf-8") if isinstance(text, str) else text)
         if uid is not None:
             os.chmod(host_dir, 0o711)
             for root, dirs, names in os.walk(workdir):
@@ -96,17 +101,20 @@ def run_confined(cmd: list[str], files: dict[str, str], limits: ProcessLimits, e
         result_r, result_w = os.pipe()
         os.write(nonce_w, nonce.encode() + b"\n")
         os.close(nonce_w)
+        stdio = channel == "stdio"
+        fd_map = {} if stdio else {NONCE_FD_ENV: nonce_r, RESULT_FD_ENV: result_w}
         cfg = {"workdir": workdir, "uid": uid, "isolate": limits.isolate, "cpu_s": int(limits.timeout_s) + 2,
                "data_mb": limits.data_mb, "file_mb": limits.file_mb, "open_files": limits.open_files,
                "processes": limits.processes, "proc": limits.proc, "env": scrubbed_env(workdir, env),
-               "fd_map": {NONCE_FD_ENV: nonce_r, RESULT_FD_ENV: result_w}}
+               "fd_map": fd_map}
         sink = bytearray()
         start = time.monotonic()
         with open(os.path.join(host_dir, "out"), "wb") as out, open(os.path.join(host_dir, "err"), "wb") as err:
             try:
                 proc = subprocess.Popen([sys.executable, "-I", "-S", _CONFINE, json.dumps(cfg), "--", *cmd],
-                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
-                                        pass_fds=(nonce_r, result_w), env={"PATH": "/usr/bin:/bin"})
+                                        stdin=nonce_r if stdio else subprocess.DEVNULL, stdout=out, stderr=err,
+                                        start_new_session=True, pass_fds=() if stdio else (nonce_r, result_w),
+                                        env={"PATH": "/usr/bin:/bin"})
             finally:
                 os.close(nonce_r)
                 os.close(result_w)
@@ -123,8 +131,13 @@ def run_confined(cmd: list[str], files: dict[str, str], limits: ProcessLimits, e
         seconds = time.monotonic() - start
         stderr = _tail(os.path.join(host_dir, "err"))
         missing = [ln.split("missing ", 1)[1] for ln in stderr.splitlines() if ln.startswith("confine: missing ")]
+        if stdio:
+            with open(os.path.join(host_dir, "out"), "rb") as fh:
+                sink = bytearray(b"\n".join(ln for ln in fh if ln.startswith(nonce.encode())))
         results = [ln.split("\t")[1:] for ln in sink.decode("utf-8", "replace").splitlines()
                    if ln.split("\t", 1)[0] == nonce]
+        if copy_back and os.path.isdir(os.path.join(workdir, copy_back[0])):
+            shutil.copytree(os.path.join(workdir, copy_back[0]), copy_back[1], dirs_exist_ok=True)
         return ProcessRun(code, results, _tail(os.path.join(host_dir, "out")), stderr, seconds, timed_out, missing)
     finally:
         shutil.rmtree(host_dir, ignore_errors=True)
