@@ -95,12 +95,27 @@ class Validation:
         return "; ".join(parts)
 
 
-def validate(problems: list[Problem], workers: int | None = None) -> list[Validation]:
-    """Both versions of every problem through the oracle, ``workers`` at a time (default: the CPU count)."""
+def validate(problems: list[Problem], workers: int | None = None, java_batch: bool = True) -> list[Validation]:
+    """Both versions of every problem through the oracle, ``workers`` at a time (default: the CPU count).
+
+    Java first goes through one batch JVM (java_oracle.py); every version the batch did not settle as
+    expected (no line, fixed not passing, buggy passing, or a failure another program in the same JVM could
+    have caused: a timeout, running out of memory) runs again in a process of its own, whose result counts,
+    so the batch only saves time and never decides an exclusion."""
     jobs = [(p, v) for p in problems for v in ("buggy", "fixed")]
+    settled: dict[tuple[str, str], OracleResult] = {}
+    if java_batch and any(p.language == "java" for p in problems):
+        from evalmislead_assets.polyglot.java_oracle import run_batch
+
+        for (task_id, version), result in run_batch([p for p in problems if p.language == "java"]).items():
+            shared_jvm_effect = result.detail.startswith(("timeout", "java.lang.OutOfMemoryError", "no result"))
+            if result.passed == (version == "fixed") and not shared_jvm_effect:
+                settled[(task_id, version)] = result
 
     def one(job: tuple[Problem, str]) -> OracleResult:
         p, version = job
+        if (p.task_id, version) in settled:
+            return settled[(p.task_id, version)]
         return run_oracle(p.language, p.buggy_code if version == "buggy" else p.fixed_code, p.test)
 
     with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2) as pool:

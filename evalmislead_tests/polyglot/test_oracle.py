@@ -43,3 +43,15 @@ def test_all_164_oracles_validate_but_the_listed_ones(language: str, excluded: d
     for task_id, why in excluded.items():
         assert why in invalid[task_id]
     assert sum(v.valid for v in results) == 164 - len(excluded)
+
+
+@pytest.mark.slow
+def test_java_batch_agrees_with_one_jvm_per_version() -> None:
+    """Problems 8-11 (Java/10's buggy version never ends): the same verdicts with and without the batch JVM."""
+    problems = load_problems("java")[8:12]
+    batched = validate(problems, workers=2)
+    alone = validate(problems, workers=2, java_batch=False)
+    assert [(v.task_id, v.buggy.passed, v.fixed.passed) for v in batched] == \
+        [(v.task_id, v.buggy.passed, v.fixed.passed) for v in alone]
+    assert all(v.valid for v in batched)
+    assert alone[2].task_id == "Java/10" and alone[2].buggy.detail.startswith("timeout")
