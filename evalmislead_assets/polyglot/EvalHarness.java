@@ -5,8 +5,8 @@
 //
 // It reads the run's nonce from stdin before any test class loads (a local variable and a private field of
 // the listener, never a static), keeps its own stream on descriptor 1, and writes only lines that start with
-// the nonce: `collected\t<uniqueId>` per leaf of the discovered plan (a @Test method, a @ParameterizedTest or
-// other template as a whole), `result\t<uniqueId>\t<passed|failed|error>\t<detail>` for the selected id
+// the nonce: `collected\t<uniqueId>` per test (a @Test method; each invocation of a @ParameterizedTest or
+// other template, found by running the class with every test body disabled: SkipBodies), `result\t<uniqueId>\t<passed|failed|error>\t<detail>` for the selected id
 // (its own outcome and every descendant's: a parameterized invocation that fails fails the template), then
 // `end`, and halts the JVM (threads a test left running die with it). A test that ends the JVM
 // (System.exit, Runtime.halt) leaves no result line: no positive evidence, no pass.
@@ -16,7 +16,15 @@ import java.io.FileOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Set;
+
+import org.junit.jupiter.api.extension.ConditionEvaluationResult;
+import org.junit.jupiter.api.extension.ExecutionCondition;
+import org.junit.jupiter.api.extension.ExtensionContext;
 
 import org.junit.platform.engine.TestExecutionResult;
 import org.junit.platform.engine.discovery.DiscoverySelectors;
@@ -76,9 +84,11 @@ public final class EvalHarness {
         LauncherDiscoveryRequest request;
         if (args[0].equals("collect")) {
             request = LauncherDiscoveryRequestBuilder.request()
-                .selectors(DiscoverySelectors.selectClass(args[1])).build();
-            TestPlan plan = launcher.discover(request);
-            for (TestIdentifier root : plan.getRoots()) walk(plan, root, nonce, out);
+                .selectors(DiscoverySelectors.selectClass(args[1]))
+                .configurationParameter("junit.jupiter.extensions.autodetection.enabled", "true").build();
+            Collector collector = new Collector();
+            launcher.execute(request, collector);
+            for (String id : collector.ids()) out.println(nonce + "\tcollected\t" + clean(id));
         } else {
             request = LauncherDiscoveryRequestBuilder.request()
                 .selectors(DiscoverySelectors.selectUniqueId(args[2])).build();
@@ -93,10 +103,47 @@ public final class EvalHarness {
         Runtime.getRuntime().halt(0);
     }
 
-    private static void walk(TestPlan plan, TestIdentifier id, String nonce, PrintStream out) {
-        Set<TestIdentifier> children = plan.getChildren(id);
-        boolean leaf = children.isEmpty() && id.getSource().isPresent();
-        if (leaf) out.println(nonce + "\tcollected\t" + clean(id.getUniqueId()));
-        for (TestIdentifier child : children) walk(plan, child, nonce, out);
+    /** Collection: the plan's tests, and each template's invocations in place of the template. */
+    private static final class Collector implements TestExecutionListener {
+        private final List<String> planned = new ArrayList<>();
+        private final Map<String, List<String>> invocations = new HashMap<>();
+
+        @Override
+        public void testPlanExecutionStarted(TestPlan plan) {
+            for (TestIdentifier root : plan.getRoots()) walk(plan, root);
+        }
+
+        private void walk(TestPlan plan, TestIdentifier id) {
+            Set<TestIdentifier> children = plan.getChildren(id);
+            if (children.isEmpty() && id.getSource().isPresent()) planned.add(id.getUniqueId());
+            for (TestIdentifier child : children) walk(plan, child);
+        }
+
+        @Override
+        public void dynamicTestRegistered(TestIdentifier id) {
+            String uid = id.getUniqueId();
+            int cut = uid.lastIndexOf("/[test-template-invocation:");
+            if (cut >= 0) invocations.computeIfAbsent(uid.substring(0, cut), k -> new ArrayList<>()).add(uid);
+        }
+
+        List<String> ids() {
+            List<String> out = new ArrayList<>();
+            for (String id : planned) out.addAll(invocations.getOrDefault(id, List.of(id)));
+            return out;
+        }
+    }
+
+    /** Loaded only while collecting (extension autodetection): no test body runs, templates still expand. */
+    public static final class SkipBodies implements ExecutionCondition {
+        @Override
+        public ConditionEvaluationResult evaluateExecutionCondition(ExtensionContext context) {
+            String uid = context.getUniqueId();
+            String last = uid.substring(uid.lastIndexOf('/') + 1);
+            if (last.startsWith("[class:") || last.startsWith("[nested-class:") || last.startsWith("[test-template:")
+                    || last.startsWith("[engine:")) {
+                return ConditionEvaluationResult.enabled("collecting");
+            }
+            return ConditionEvaluationResult.disabled("collecting");
+        }
     }
 }

@@ -3,8 +3,10 @@
 - Compile once per file and version: ``javac -proc:none`` of ``Solution.java`` (the version) and the test
   class against Debian's ``junit-platform-console-standalone.jar`` (scripts/bootstrap.sh installs
   ``junit5``), with the harness (EvalHarness.java), in a confined run; the classes come back to the host.
-- Collection: ``EvalHarness collect`` lists the leaves of JUnit's discovered plan by unique id (each
-  ``@Test`` method; a ``@ParameterizedTest`` as a whole, since its invocations exist only once it runs).
+- Collection: ``EvalHarness collect`` lists JUnit's tests by unique id: each ``@Test`` method, and each
+  invocation of a ``@ParameterizedTest`` (or other template), found by running the class with every test
+  body disabled (``EvalHarness.SkipBodies``, an execution condition loaded by extension autodetection in
+  that run only): the templates expand, their arguments are computed, no test body runs.
 - A run: ``EvalHarness run`` selects one unique id in a fresh JVM; ``passed`` needs the nonce's ``result``
   line saying so and the ``end`` line; ``System.exit(0)`` in a test leaves neither and reads ``crashed``.
   The JVM runs with /proc hidden (its launcher finds libjli through LD_LIBRARY_PATH instead).
@@ -71,8 +73,13 @@ def compile_version(source: str, solution: str, limits: ProcessLimits | None = N
         return _classes(Path(out)), None
 
 
+_SERVICES = "classes/META-INF/services/org.junit.jupiter.api.extension.Extension"
+
+
 def _harness(classes: dict[str, bytes], args: list[str], limits: ProcessLimits) -> ProcessRun:
     files: dict[str, str | bytes] = {f"classes/{k}": v for k, v in classes.items()}
+    if args[0] == "collect":  # EvalHarness.SkipBodies, found by extension autodetection while collecting only
+        files[_SERVICES] = "EvalHarness$SkipBodies\n"
     return run_confined([JAVA, *_JVM, "-cp", f"{JUNIT_JAR}:classes", "EvalHarness", *args], files, limits,
                         env=_ENV, channel="stdio")
 

@@ -22,15 +22,25 @@ def test_honest_tests_land_in_their_cells() -> None:
     prefix = PREFIX.format("SolutionTest")
     assert tests.import_ok and sorted(t.removeprefix(prefix) for t in tests.test_ids) == [
         "[method:bothFail()]", "[method:bothPass()]", "[method:effective()]", "[method:misleading()]",
-        "[test-template:many(int)]"]
+        "[test-template:many(int)]/[test-template-invocation:#1]",
+        "[test-template:many(int)]/[test-template-invocation:#2]"]
     scored = {s.test_id.removeprefix(prefix): s for s in score_java(HONEST, tests.test_ids, BUGGY, FIXED, LIMITS, 2)}
     assert scored["[method:misleading()]"].outcome == "misleading"
     assert scored["[method:effective()]"].outcome == "effective"
     assert scored["[method:bothPass()]"].outcome == "both_pass"
     assert scored["[method:bothFail()]"].outcome == "both_fail"
     assert "IllegalStateException: boom" in scored["[method:bothFail()]"].buggy_detail
-    many = scored["[test-template:many(int)]"]  # both invocations fail on buggy, pass on fixed
-    assert many.outcome == "effective" and "AssertionFailedError" in many.buggy_detail
+    for n in (1, 2):  # each invocation is a test: inc(0) and inc(5) are off by one on buggy
+        many = scored[f"[test-template:many(int)]/[test-template-invocation:#{n}]"]
+        assert many.outcome == "effective" and "AssertionFailedError" in many.buggy_detail
+
+
+def test_collection_runs_no_test_body() -> None:
+    """Collecting expands templates but runs no body: a body that would hang or exit does not."""
+    source = HONEST.replace("@Test void bothPass() {", "@Test void bothPass() { System.exit(3);")
+    ids, error = java_runner.collect(source.replace("assertEquals(x + 1", "while (x >= 0) { } assertEquals(x + 1"),
+                                     FIXED, LIMITS)
+    assert error is None and len(ids) == 6
 
 
 def test_a_class_that_does_not_compile_has_zero_tests() -> None:
