@@ -79,3 +79,15 @@ def test_hostile_tests_never_pass_without_positive_evidence(tmp_path) -> None:
     assert not os.path.exists(outside)
     leftover = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True).stdout.split()
     assert leftover == [], "a test's daemon outlived its run"
+
+
+def test_names_with_regex_characters_and_deep_nesting_select_exactly_one_test() -> None:
+    source = ("const { test, describe } = require('node:test');\nconst assert = require('node:assert');\n"
+              "test('adds (1 + 2) = 3 #x? [a]{2} $ ^ | \\\\ / é', () => { assert.ok(true); });\n"
+              "describe('outer', () => { describe('inner', () => { test('deep', () => { assert.ok(false); }); }); });\n"
+              "test('deep', () => { assert.ok(true); });\n")
+    solution = js_runner.solution_module("const f = () => 1;", "f")
+    ids, error = js_runner.collect(source, solution, LIMITS)
+    assert error is None and ids == ["adds (1 + 2) = 3 #x? [a]{2} $ ^ | \\ / é", "outer > inner > deep", "deep"]
+    verdicts = js_runner.run_tests(source, solution, ids, LIMITS, workers=2)
+    assert [v.status for v in verdicts] == ["passed", "failed", "passed"]  # same-named 'deep' tests kept apart
