@@ -115,6 +115,9 @@ def run_confined(cmd: list[str], files: dict[str, str | bytes], limits: ProcessL
                                         stdin=nonce_r if stdio else subprocess.DEVNULL, stdout=out, stderr=err,
                                         start_new_session=True, pass_fds=() if stdio else (nonce_r, result_w),
                                         env={"PATH": "/usr/bin:/bin"})
+            except BaseException:
+                os.close(result_r)
+                raise
             finally:
                 os.close(nonce_r)
                 os.close(result_w)
