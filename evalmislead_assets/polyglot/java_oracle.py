@@ -10,10 +10,11 @@ that cannot be stopped or a shared-JVM effect can cost time, never a wrong exclu
 
 from __future__ import annotations
 
+import tempfile
 from importlib import resources
+from pathlib import Path
 
-from evalmislead_assets.polyglot.java_runner import JAVA, JAVAC, _ENV, _classes
-from evalmislead_assets.polyglot.oracle import ORACLE_TIMEOUT_S, OracleResult
+from evalmislead_assets.polyglot.java_runner import JAVA, JAVAC, JAVA_ENV, compiled_classes
 from evalmislead_assets.polyglot.problems import Problem
 from evalmislead_assets.polyglot.process import ProcessLimits, run_confined
 
@@ -34,28 +35,25 @@ def batch_sources(problems: list[Problem]) -> dict[str, str | bytes]:
     return files
 
 
-def run_batch(problems: list[Problem], timeout_s: float = ORACLE_TIMEOUT_S) -> dict[tuple[str, str], OracleResult]:
-    """(task_id, version) -> result for every version the batch reported; {} when it could not run."""
-    import tempfile
-    from pathlib import Path
-
+def run_batch(problems: list[Problem], timeout_s: float = 10.0) -> dict[tuple[str, str], tuple[bool, str]]:
+    """(task_id, version) -> (passed, detail) for every version the batch reported; {} when it could not run."""
     files = batch_sources(problems)
     with tempfile.TemporaryDirectory(prefix="evalmislead-oracle-batch-") as out:
         compiled = run_confined([JAVAC, "-J-Xmx1g", "-proc:none", "-nowarn", "-encoding", "UTF-8", "-d", "classes",
-                                 *sorted(files)], files, ProcessLimits(timeout_s=600.0, data_mb=2048), env=_ENV,
+                                 *sorted(files)], files, ProcessLimits(timeout_s=600.0, data_mb=2048), env=JAVA_ENV,
                                 copy_back=("classes", out))
         if compiled.exit_code != 0:
             return {}
-        classes = _classes(Path(out))
+        classes = compiled_classes(Path(out))
     packages = {package_of(p, v): (p.task_id, v) for p in problems for v in ("buggy", "fixed")}
     run = run_confined([JAVA, "-Xmx1g", "-Xss8m", "-XX:+UseSerialGC", "-XX:+UseCountedLoopSafepoints", "-cp",
                         "classes", "OracleBatch", str(timeout_s), *packages],
                        {f"classes/{k}": v for k, v in classes.items()},
                        ProcessLimits(timeout_s=120.0 + len(packages) * 0.5 + timeout_s * len(packages) / 4,
-                                     data_mb=2048), env=_ENV, channel="stdio")
-    results: dict[tuple[str, str], OracleResult] = {}
+                                     data_mb=2048), env=JAVA_ENV, channel="stdio")
+    results: dict[tuple[str, str], tuple[bool, str]] = {}
     for fields in run.results:
         if len(fields) == 3 and fields[0] in packages:
             status, detail = fields[1], fields[2]
-            results[packages[fields[0]]] = OracleResult(status == "passed", detail, 0.0)
+            results[packages[fields[0]]] = (status == "passed", detail)
     return results

@@ -30,7 +30,7 @@ JAVAC = os.path.realpath(shutil.which("javac") or "/usr/bin/javac")
 JAVA_HOME = os.path.dirname(os.path.dirname(JAVA))
 JUNIT_JAR = "/usr/share/java/junit-platform-console-standalone.jar"
 HARNESS = "EvalHarness.java"
-_ENV = {"LD_LIBRARY_PATH": os.path.join(JAVA_HOME, "lib"), "JAVA_HOME": JAVA_HOME}
+JAVA_ENV = {"LD_LIBRARY_PATH": os.path.join(JAVA_HOME, "lib"), "JAVA_HOME": JAVA_HOME}
 _JVM = ["-Xmx256m", "-Xss4m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
 
 
@@ -49,7 +49,7 @@ def junit_class_name(source: str) -> str:
     return m.group(1) if m else "SolutionTest"
 
 
-def _classes(run_dir: Path) -> dict[str, bytes]:
+def compiled_classes(run_dir: Path) -> dict[str, bytes]:
     return {str(p.relative_to(run_dir)): p.read_bytes() for p in run_dir.rglob("*.class")}
 
 
@@ -62,7 +62,7 @@ def compile_version(source: str, solution: str, limits: ProcessLimits | None = N
     limits = limits or ProcessLimits(timeout_s=60.0)
     with tempfile.TemporaryDirectory(prefix="evalmislead-javac-") as out:
         run = run_confined([JAVAC, "-J-Xmx512m", "-proc:none", "-nowarn", "-encoding", "UTF-8", "-cp", JUNIT_JAR,
-                            "-d", "classes", "Solution.java", f"{name}.java", HARNESS], files, limits, env=_ENV,
+                            "-d", "classes", "Solution.java", f"{name}.java", HARNESS], files, limits, env=JAVA_ENV,
                            copy_back=("classes", out))
         if run.timed_out:
             return {}, "timeout while compiling"
@@ -70,7 +70,7 @@ def compile_version(source: str, solution: str, limits: ProcessLimits | None = N
             errors = [ln for ln in run.stderr.splitlines() if ": error:" in ln] or run.stderr.splitlines()[-1:]
             return {}, "does not compile: " + (errors[0].split(": error:", 1)[-1].strip() if errors else
                                                 f"javac exit code {run.exit_code}")[:600]
-        return _classes(Path(out)), None
+        return compiled_classes(Path(out)), None
 
 
 _SERVICES = "classes/META-INF/services/org.junit.jupiter.api.extension.Extension"
@@ -81,7 +81,7 @@ def _harness(classes: dict[str, bytes], args: list[str], limits: ProcessLimits) 
     if args[0] == "collect":  # EvalHarness.SkipBodies, found by extension autodetection while collecting only
         files[_SERVICES] = "EvalHarness$SkipBodies\n"
     return run_confined([JAVA, *_JVM, "-cp", f"{JUNIT_JAR}:classes", "EvalHarness", *args], files, limits,
-                        env=_ENV, channel="stdio")
+                        env=JAVA_ENV, channel="stdio")
 
 
 def collect(source: str, solution: str, limits: ProcessLimits | None = None) -> tuple[list[str], str | None]:

@@ -19,6 +19,7 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from evalmislead_assets.polyglot.java_oracle import run_batch
 from evalmislead_assets.polyglot.problems import Problem
 from evalmislead_assets.polyglot.process import ProcessLimits, run_confined
 
@@ -105,12 +106,11 @@ def validate(problems: list[Problem], workers: int | None = None, java_batch: bo
     jobs = [(p, v) for p in problems for v in ("buggy", "fixed")]
     settled: dict[tuple[str, str], OracleResult] = {}
     if java_batch and any(p.language == "java" for p in problems):
-        from evalmislead_assets.polyglot.java_oracle import run_batch
-
-        for (task_id, version), result in run_batch([p for p in problems if p.language == "java"]).items():
-            shared_jvm_effect = result.detail.startswith(("timeout", "java.lang.OutOfMemoryError", "no result"))
-            if result.passed == (version == "fixed") and not shared_jvm_effect:
-                settled[(task_id, version)] = result
+        batch = run_batch([p for p in problems if p.language == "java"], ORACLE_TIMEOUT_S)
+        for (task_id, version), (passed, detail) in batch.items():
+            shared_jvm_effect = detail.startswith(("timeout", "java.lang.OutOfMemoryError", "no result"))
+            if passed == (version == "fixed") and not shared_jvm_effect:
+                settled[(task_id, version)] = OracleResult(passed, detail, 0.0)
 
     def one(job: tuple[Problem, str]) -> OracleResult:
         p, version = job
