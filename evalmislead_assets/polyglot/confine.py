@@ -6,10 +6,10 @@ the confinement to itself and then ``exec``s the test process, so nothing of the
 - as root (or in a user namespace it can enter as a normal user): new mount, network, IPC and PID
   namespaces; every mount read-only except the run's own work folder (a bind mount of itself); /proc
   covered by an empty read-only tmpfs (the test cannot list its descriptors nor read its own memory,
-  where the harness keeps the run's nonce; ``"proc": "own"`` mounts the namespace's own /proc instead,
-  which the JVM needs), then the process becomes the PID namespace's init, so when
-  it dies the kernel kills everything it left running (threads, timers, children, daemons);
-- as root, a uid and gid of its own (``uid`` in the config; nobody by default) with no supplementary groups;
+  where the harness keeps the run's nonce; the JVM's launcher then finds libjli through LD_LIBRARY_PATH);
+  the launcher forks and its child, the PID namespace's init, execs the test process, so when that dies
+  the kernel kills everything it left running (children, daemons);
+- as root, the uid and gid the host picked for this run (``uid`` in the config) with no supplementary groups;
 - always: its own session, rlimits (CPU seconds, data segment, file size, open files, processes, no core
   file), no new privileges, the scrubbed environment it is given, the work folder as its cwd.
 
@@ -83,13 +83,10 @@ def _namespaces(cfg: dict) -> list[str]:
         code = os.waitstatus_to_exitcode(status)
         os._exit(code if code >= 0 else 128 - code)
     try:
-        if cfg.get("proc") == "own":  # the JVM needs /proc (its launcher's $ORIGIN, its own maps)
-            iso._mount("proc", "/proc", iso.MS_NOSUID | iso.MS_NODEV | iso.MS_NOEXEC, "proc")
-        else:
-            iso._mount("tmpfs", "/proc", iso.MS_NOSUID | iso.MS_NODEV | iso.MS_NOEXEC | iso.MS_RDONLY, "tmpfs",
-                       "size=4k,mode=555")
+        iso._mount("tmpfs", "/proc", iso.MS_NOSUID | iso.MS_NODEV | iso.MS_NOEXEC | iso.MS_RDONLY, "tmpfs",
+                   "size=4k,mode=555")
     except OSError as exc:
-        missing.append(f"/proc of its own ({exc.strerror or exc})")
+        missing.append(f"hidden /proc ({exc.strerror or exc})")
     return missing
 
 

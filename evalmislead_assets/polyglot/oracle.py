@@ -20,13 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from evalmislead_assets.polyglot.java_oracle import run_batch
+from evalmislead_assets.polyglot.java_runner import JAVA, JAVA_ENV
 from evalmislead_assets.polyglot.problems import Problem
 from evalmislead_assets.polyglot.process import ProcessLimits, run_confined
 
 ORACLE_TIMEOUT_S = 10.0
 MARK = "EVALMISLEAD-ORACLE-PASSED"
 NODE = shutil.which("node") or "/usr/bin/node"
-JAVA = os.path.realpath(shutil.which("java") or "/usr/bin/java")  # real path: $ORIGIN without /proc
 _JS_PRELUDE = ("console.assert = (cond, ...msg) => { if (!cond) throw new Error("
                "'Assertion failed' + (msg.length ? ': ' + msg.join(' ') : '')); };\n")
 
@@ -62,7 +62,7 @@ def java_oracle_files(code: str, test: str) -> tuple[list[str], dict[str, str]]:
 
 def run_oracle(language: str, code: str, test: str, timeout_s: float = ORACLE_TIMEOUT_S) -> OracleResult:
     cmd, files = (js_oracle_files if language == "js" else java_oracle_files)(code, test)
-    run = run_confined(cmd, files, ProcessLimits(timeout_s=timeout_s, proc="own" if language == "java" else "hide"))
+    run = run_confined(cmd, files, ProcessLimits(timeout_s=timeout_s), env=JAVA_ENV if language == "java" else None)
     if run.timed_out:
         return OracleResult(False, f"timeout after {timeout_s:.0f} s", run.seconds)
     if run.exit_code == 0 and MARK in run.stdout.splitlines():

@@ -37,7 +37,6 @@ class ProcessLimits:
     open_files: int = 256
     processes: int = 256  # RLIMIT_NPROC for the run's own uid (threads count: a JVM starts ~20)
     isolate: bool = True  # namespaces, read-only filesystem, hidden /proc
-    proc: str = "hide"  # "hide": an empty /proc; "own": the PID namespace's own /proc (the JVM needs one)
 
 
 @dataclass
@@ -105,7 +104,7 @@ def run_confined(cmd: list[str], files: dict[str, str | bytes], limits: ProcessL
         fd_map = {} if stdio else {NONCE_FD_ENV: nonce_r, RESULT_FD_ENV: result_w}
         cfg = {"workdir": workdir, "uid": uid, "isolate": limits.isolate, "cpu_s": int(limits.timeout_s) + 2,
                "data_mb": limits.data_mb, "file_mb": limits.file_mb, "open_files": limits.open_files,
-               "processes": limits.processes, "proc": limits.proc, "env": scrubbed_env(workdir, env),
+               "processes": limits.processes, "env": scrubbed_env(workdir, env),
                "fd_map": fd_map}
         sink = bytearray()
         start = time.monotonic()
