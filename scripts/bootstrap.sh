@@ -121,6 +121,30 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2 '; then
   $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libseccomp2 >/dev/null
 fi
 
+# The Java and JavaScript chains (evalmislead_assets/polyglot, docs/languages.md): Node >= 20 (node:test with
+# --test-force-exit), a JDK 17 and JUnit 5's console-standalone jar, all Debian packages (the JUnit jar is
+# pinned by version and sha256; nothing is downloaded at run time). Installed only when missing.
+JUNIT5_DEB_VERSION="5.9.2-1"
+JUNIT_JAR="/usr/share/java/junit-platform-console-standalone.jar"
+JUNIT_JAR_SHA256="6069d1ab43edcd960feb6cb3e3d813aa67991a4de39a8270346ba5fc604f99ef"
+polyglot_pkgs=()
+command -v node >/dev/null 2>&1 || polyglot_pkgs+=(nodejs)
+command -v javac >/dev/null 2>&1 || polyglot_pkgs+=(openjdk-17-jdk-headless)
+[ -f "$JUNIT_JAR" ] || polyglot_pkgs+=("junit5=$JUNIT5_DEB_VERSION")
+if [ "${#polyglot_pkgs[@]}" -gt 0 ]; then
+  say "installing Debian's ${polyglot_pkgs[*]} for the Java and JavaScript chains"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${polyglot_pkgs[@]}" >/dev/null \
+    || say "could not install ${polyglot_pkgs[*]}; the Java/JavaScript tests will be skipped"
+fi
+if [ -f "$JUNIT_JAR" ] && [ "$(sha256sum "$(readlink -f "$JUNIT_JAR")" | cut -d' ' -f1)" != "$JUNIT_JAR_SHA256" ]; then
+  say "$JUNIT_JAR is not the pinned JUnit (junit5 $JUNIT5_DEB_VERSION); run: apt-get install --allow-downgrades junit5=$JUNIT5_DEB_VERSION"
+  exit 1
+fi
+if command -v node >/dev/null 2>&1 && [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+  say "node $(node --version) is too old for the JavaScript chain (needs 20 or newer); its tests will fail"
+fi
+
 if [ "$WITH_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
   say "installing Debian's chromium for the UI test"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
