@@ -14,7 +14,7 @@ from typing import NoReturn
 from evalmislead_assets import config_check, settings
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.llm import stop_signals
-from evalmislead_assets.cli import run_guard
+from evalmislead_assets import data_lock
 from evalmislead_assets.cli.model_runs import ModelRun, StepFailed, failed_phrase, state_lines, utc_now
 from evalmislead_assets.study.models import Study
 
@@ -105,7 +105,9 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "models", ""):
         settings.set_model_selection(args.models)  # before the study (and the definitions) are read
     cfg = config_check.check_before_run()  # every setting, the DB path and the input files, before anything starts
-    run_guard.hold_data_folder(cfg.db)  # one run per data folder: a second one stops here, naming this pid
+    # one run per DuckDB file and data folder: a second one stops here (exit 2), naming this pid; a Dagster
+    # run started meanwhile (UI, backfill, `dagster asset materialize`) waits for this one to end
+    data_lock.hold_data_folder(cfg.db, "evalmislead " + " ".join(sys.argv[1:]))
     home = ensure_dagster_home()
     if replay is not None:
         print(f"evalmislead: {replay.line()}", flush=True)
