@@ -1,22 +1,30 @@
 """One writer per data folder and DuckDB file, on every route: `evalmislead run`, `dagster asset
-materialize`, UI runs and backfills (issue 27, item 5).
+materialize`, UI runs and backfills (issue 27, item 5), so no request is sent twice for one cache key.
 
-Two lock files, both POSIX record locks (``fcntl.lockf``):
+The locks are POSIX record locks (``fcntl.lockf``) on small files:
 
 * ``<db>.run.lock`` beside the DuckDB file, keyed by the file's resolved path, so two runs naming
-  the same file from two data folders (``EVALMISLEAD_HOME``) exclude each other;
+  the same file from two data folders (``EVALMISLEAD_HOME``) meet on it;
 * ``evalmislead-run.lock`` in the data folder, which also holds the report, the review CSV and the
-  export of the run.
+  export of a run;
+* ``<db>.run-locks/<partition>.lock``: one per partition key a Dagster run works on.
+
+Who takes what:
+
+* ``evalmislead run`` (and a Dagster run over a partition *range*): the first two **exclusively**,
+  so it is the only run of the study; ``evalmislead run`` refuses at once (exit 2) naming the holder.
+* Any other Dagster run (one partition, or unpartitioned assets), whatever launched it, takes them
+  in its ``io_manager``'s setup (resources/io_manager.py): the first two **shared** and its
+  partition's lock exclusively, so backfill runs of different partitions still run side by side
+  (``max_concurrent_runs``), two runs of one partition never do, and none runs beside an
+  ``evalmislead run``. A Dagster run that finds a lock held waits, logging a line naming the holder
+  every 30 s, and starts when it is free.
 
 The kernel drops such a lock when its process ends in any way (SIGKILL included), and a forked child
 never inherits it, so a lock file left by a dead run is simply taken over; the file itself only says
-who holds it (pid, host, start time, command) for the messages. POSIX locks belong to a process:
-a process that holds them already (``evalmislead run`` executing its Dagster runs in process) takes
-them again at no cost, and only the code that took a lock gives it back (``release``).
-
-Who takes them: ``evalmislead run`` before anything starts (refuses at once, exit 2, naming the
-holder); every Dagster run when its ``io_manager`` is set up (resources/io_manager.py), whatever
-launched it: it waits, logging a line naming the holder every 30 s, and goes on once the lock is free.
+who took it last (pid, host, start time, command) for the messages. POSIX locks belong to a process:
+a process that holds one already (``evalmislead run`` executing its Dagster runs in process) takes it
+again at no cost, and only the code that took a lock gives it back (``release``).
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from evalmislead_assets.errors import ConfigError
 LOCK_NAME = "evalmislead-run.lock"
 DB_LOCK_SUFFIX = ".run.lock"
 
-_HELD: dict[Path, int] = {}  # lock file -> open descriptor, while this process holds it
+_HELD: dict[Path, tuple[int, bool]] = {}  # lock file -> (open descriptor, shared), while this process holds it
 
 
 class LockHeld(ConfigError):
@@ -69,8 +77,16 @@ def held_here(path: Path) -> bool:
     return Path(path) in _HELD
 
 
-def acquire(path: Path, command: str = "evalmislead run") -> bool:
-    """Hold ``path``'s lock until ``release``; True when taken now, False when this process held it already.
+def scope_lock(db: Path, partition: str) -> Path:
+    """The lock file of one partition key of the DuckDB file (``*`` for a run of unpartitioned assets)."""
+    db = Path(db).expanduser().resolve()
+    safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in partition) or "_"
+    return db.with_name(db.name + ".run-locks") / f"{safe}.lock"
+
+
+def acquire(path: Path, command: str = "evalmislead run", shared: bool = False) -> bool:
+    """Hold ``path``'s lock until ``release`` (``shared``: beside other shared holders); True when taken now,
+    False when this process held it already.
 
     Raises ``LockHeld`` naming the holder when another process has it, ConfigError when the file cannot be made."""
     path = Path(path)
@@ -83,43 +99,48 @@ def acquire(path: Path, command: str = "evalmislead run") -> bool:
         raise ConfigError(f"cannot create the run lock {path} ({exc.strerror}); make {path.parent} writable "
                           "or set EVALMISLEAD_HOME to a writable folder") from None
     try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.lockf(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
         who = holder(path)
-        what = "DuckDB file " + path.name.removesuffix(DB_LOCK_SUFFIX) if path.name.endswith(DB_LOCK_SUFFIX) \
-            else "data folder"
-        raise LockHeld(f"another evalmislead run ({who}) is using the {what} in {path.parent} (lock {path}); "
+        if path.name.endswith(DB_LOCK_SUFFIX):
+            what = f"the DuckDB file {path.parent / path.name.removesuffix(DB_LOCK_SUFFIX)}"
+        elif path.name == LOCK_NAME:
+            what = f"the data folder {path.parent}"
+        else:
+            what = f"partition {path.stem} of {path.parent.name.removesuffix('.run-locks')}"
+        raise LockHeld(f"another evalmislead run ({who}) is using {what} (lock {path}); "
                        "wait for it to finish or stop it, then run again", path, who) from None
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     line = " ".join(command.split())  # one line, whatever the command
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()} {socket.gethostname()} {started} {line}\n".encode(), 0)
-    _HELD[path] = fd
+    _HELD[path] = (fd, shared)
     return True
 
 
 def release(paths: list[Path]) -> None:
     """Give back the locks in ``paths`` (those this process holds)."""
     for path in paths:
-        fd = _HELD.pop(Path(path), None)
-        if fd is None:
+        held = _HELD.pop(Path(path), None)
+        if held is None:
             continue
+        fd, shared = held
         try:
-            os.ftruncate(fd, 0)
+            if not shared:  # a shared lock's file may name another holder still running
+                os.ftruncate(fd, 0)
         except OSError:
             pass
         finally:
             os.close(fd)  # closing drops the record lock
 
 
-def hold_data_folder(db: Path, command: str = "evalmislead run") -> list[Path]:
-    """Take every lock of the DuckDB file and the data folder, all or none (``LockHeld`` naming the holder);
-    returns the locks taken now (those this process held already are left out)."""
+def _take(locks: list[tuple[Path, bool]], command: str) -> list[Path]:
+    """Take each (lock, shared), all or none; returns the locks taken now."""
     taken: list[Path] = []
     try:
-        for path in lock_paths(db):
-            if acquire(path, command):
+        for path, shared in locks:
+            if acquire(path, command, shared):
                 taken.append(path)
     except ConfigError:
         release(taken)
@@ -127,28 +148,43 @@ def hold_data_folder(db: Path, command: str = "evalmislead run") -> list[Path]:
     return taken
 
 
+def hold_data_folder(db: Path, command: str = "evalmislead run") -> list[Path]:
+    """The whole study: the DuckDB file's and the data folder's locks, exclusively, all or none (``LockHeld``
+    naming the holder); returns the locks taken now (those this process held already are left out)."""
+    return _take([(path, False) for path in lock_paths(db)], command)
+
+
+def hold_partition(db: Path, partition: str | None, command: str) -> list[Path]:
+    """A Dagster run's locks: the whole study for ``partition`` None (a partition range), else the DuckDB
+    file's and the data folder's shared and the partition's own exclusively ('*': unpartitioned assets)."""
+    if partition is None:
+        return hold_data_folder(db, command)
+    return _take([*((path, True) for path in lock_paths(db)), (scope_lock(db, partition), False)], command)
+
+
 def wait_for_data_folder(db: Path, command: str, say: Callable[[str], None], every_s: float = 30.0,
-                         poll_s: float = 0.5, timeout_s: float | None = None) -> list[Path]:
-    """``hold_data_folder``, waiting while another process holds a lock: ``say`` names the holder at once and
+                         poll_s: float = 0.5, timeout_s: float | None = None, partition: str | None = None,
+                         ) -> list[Path]:
+    """``hold_partition``, waiting while another process holds a lock: ``say`` names the holder at once and
     every ``every_s`` seconds. ``timeout_s`` (None: no limit) ends the wait with the last ``LockHeld``."""
     start = time.monotonic()
     last_said = -every_s
     while True:
         try:
-            taken = hold_data_folder(db, command)
+            taken = hold_partition(db, partition, command)
         except LockHeld as exc:
             waited = time.monotonic() - start
             if timeout_s is not None and waited >= timeout_s:
                 raise
             if waited - last_said >= every_s:
-                say(f"waiting for {exc.path} (held by {exc.holder}): one run writes this DuckDB file and data "
-                    f"folder at a time; this run starts when that one ends (waited {waited:.0f} s)")
+                say(f"waiting for {exc.path} (held by {exc.holder}): no two runs of one partition, and none beside "
+                    f"an `evalmislead run`, use one DuckDB file; this run starts when that one ends "
+                    f"(waited {waited:.0f} s)")
                 last_said = waited
             time.sleep(poll_s)
             continue
-        if time.monotonic() - start > poll_s:
-            say(f"got {', '.join(map(str, taken)) or 'the run locks'} after {time.monotonic() - start:.0f} s; "
-                "starting")
+        if last_said >= 0:
+            say(f"the run locks are free after {time.monotonic() - start:.0f} s; starting")
         return taken
 
 

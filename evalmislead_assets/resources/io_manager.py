@@ -111,6 +111,15 @@ def _run_key(context: InitResourceContext) -> str:
     return context.run.run_id if context.run is not None else ""
 
 
+def _partition_scope(context: InitResourceContext) -> str | None:
+    """The partition key a run locks (data_lock.hold_partition): its own, '*' for unpartitioned assets, None
+    (the whole study) for a partition range."""
+    tags = context.run.tags if context.run is not None else {}
+    if "dagster/asset_partition_range_start" in tags:
+        return None
+    return tags.get("dagster/partition") or "*"
+
+
 def _command(context: InitResourceContext) -> str:
     """This run, for the lock file: 'Dagster run <id> of <job> (backfill <id>)'."""
     run = context.run
@@ -144,7 +153,8 @@ class WarehouseIOManager(ConfigurableIOManager):
         # one writer per DuckDB file and data folder, whatever launched this run (CLI, UI, backfill):
         # before the first write, so no request is sent twice for one cache key
         say = context.log.warning if context.log is not None else print
-        _RUN_LOCKS[_run_key(context)] = data_lock.wait_for_data_folder(db, _command(context), say)
+        _RUN_LOCKS[_run_key(context)] = data_lock.wait_for_data_folder(db, _command(context), say,
+                                                                        partition=_partition_scope(context))
         # rows from before models were data belong to the study file's first model (issue 19)
         owner = study_models.unnamed_rows_model()
         named = self.warehouse().name_unnamed_rows(owner)
