@@ -11,14 +11,15 @@ The locks are POSIX record locks (``fcntl.lockf``) on small files:
 
 Who takes what:
 
-* ``evalmislead run`` (and a Dagster run over a partition *range*): the first two **exclusively**,
-  so it is the only run of the study; ``evalmislead run`` refuses at once (exit 2) naming the holder.
-* Any other Dagster run (one partition, or unpartitioned assets), whatever launched it, takes them
-  in its ``io_manager``'s setup (resources/io_manager.py): the first two **shared** and its
-  partition's lock exclusively, so backfill runs of different partitions still run side by side
-  (``max_concurrent_runs``), two runs of one partition never do, and none runs beside an
-  ``evalmislead run``. A Dagster run that finds a lock held waits, logging a line naming the holder
-  every 30 s, and starts when it is free.
+* ``evalmislead run``: the first two **exclusively**, so it is the only run of the study and of its
+  data folder; it refuses at once (exit 2) naming the holder.
+* Every Dagster run, whatever launched it, in its ``io_manager``'s setup (resources/io_manager.py):
+  the DuckDB file's lock **shared** and its partition's lock exclusively, so backfill runs of
+  different partitions still run side by side (``max_concurrent_runs``), two runs of one partition
+  never do, and none runs beside an ``evalmislead run``; a run over a partition *range* takes the
+  DuckDB file's lock exclusively. The answers (the response cache) live in the DuckDB file, so this
+  is what keeps every request to one sending. A Dagster run that finds a lock held waits, logging a
+  line naming the holder every 30 s, and starts when it is free.
 
 The kernel drops such a lock when its process ends in any way (SIGKILL included), and a forked child
 never inherits it, so a lock file left by a dead run is simply taken over; the file itself only says
@@ -155,11 +156,12 @@ def hold_data_folder(db: Path, command: str = "evalmislead run") -> list[Path]:
 
 
 def hold_partition(db: Path, partition: str | None, command: str) -> list[Path]:
-    """A Dagster run's locks: the whole study for ``partition`` None (a partition range), else the DuckDB
-    file's and the data folder's shared and the partition's own exclusively ('*': unpartitioned assets)."""
+    """A Dagster run's locks: the DuckDB file's exclusively for ``partition`` None (a partition range), else
+    the DuckDB file's shared and the partition's own exclusively ('*': unpartitioned assets)."""
+    db_lock = lock_paths(db)[0]
     if partition is None:
-        return hold_data_folder(db, command)
-    return _take([*((path, True) for path in lock_paths(db)), (scope_lock(db, partition), False)], command)
+        return _take([(db_lock, False)], command)
+    return _take([(db_lock, True), (scope_lock(db, partition), False)], command)
 
 
 def wait_for_data_folder(db: Path, command: str, say: Callable[[str], None], every_s: float = 30.0,
