@@ -164,7 +164,7 @@ def hold_partition(db: Path, partition: str | None, command: str) -> list[Path]:
     return _take([(db_lock, True), (scope_lock(db, partition), False)], command)
 
 
-def wait_for_data_folder(db: Path, command: str, say: Callable[[str], None], every_s: float = 30.0,
+def wait_and_hold(db: Path, command: str, say: Callable[[str], None], every_s: float = 30.0,
                          poll_s: float = 0.5, timeout_s: float | None = None, partition: str | None = None,
                          ) -> list[Path]:
     """``hold_partition``, waiting while another process holds a lock: ``say`` names the holder at once and

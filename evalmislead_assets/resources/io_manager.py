@@ -142,7 +142,8 @@ class WarehouseIOManager(ConfigurableIOManager):
         """Before a run's first step: every setting, the DB path and the input files are checked (a bad
         one fails the run here with its own one-line message, not later inside a step or an output
         handler), the run records its worker process so a killed run can be told from a live one, and
-        the run takes the data folder's locks (``data_lock``), waiting while another run holds them."""
+        the run takes the DuckDB file's and its partition's locks (``data_lock``), waiting while another
+        run holds them."""
         db = Path(self.path).expanduser().resolve() if self.path else settings.db_path()
         config_check.check_before_run(db if self.path else None)
         run = context.run
@@ -150,14 +151,18 @@ class WarehouseIOManager(ConfigurableIOManager):
             from evalmislead_assets.run_launcher import tag_run_worker
 
             tag_run_worker(context.instance, run.run_id)
-        # one writer per DuckDB file and data folder, whatever launched this run (CLI, UI, backfill):
-        # before the first write, so no request is sent twice for one cache key
+        # one run per partition and none beside `evalmislead run`, whatever launched this run (CLI, UI,
+        # backfill): before the first write, so no request is sent twice for one cache key
         say = context.log.warning if context.log is not None else print
-        _RUN_LOCKS[_run_key(context)] = data_lock.wait_for_data_folder(db, _command(context), say,
-                                                                        partition=_partition_scope(context))
-        # rows from before models were data belong to the study file's first model (issue 19)
-        owner = study_models.unnamed_rows_model()
-        named = self.warehouse().name_unnamed_rows(owner)
+        taken = data_lock.wait_and_hold(db, _command(context), say, partition=_partition_scope(context))
+        _RUN_LOCKS[_run_key(context)] = taken
+        try:
+            # rows from before models were data belong to the study file's first model (issue 19)
+            owner = study_models.unnamed_rows_model()
+            named = self.warehouse().name_unnamed_rows(owner)
+        except BaseException:
+            data_lock.release(_RUN_LOCKS.pop(_run_key(context), []))  # a failed set-up gets no teardown
+            raise
         if named and context.log is not None:
             context.log.info(f"rows without a model given {owner!r}: {named}")
 
