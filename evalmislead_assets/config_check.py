@@ -45,6 +45,13 @@ def check_db_path(path: Path) -> None:
                               "EVALMISLEAD_DB at another file")
         if not os.access(path, os.R_OK | os.W_OK):
             raise ConfigError(f"{where} is not writable; fix its permissions or point EVALMISLEAD_DB elsewhere")
+        from evalmislead_assets.store.faults import StorageCorrupt
+        from evalmislead_assets.store.integrity import check_readable
+
+        try:  # a truncated or damaged file keeps its header: open it read-only and read its catalog
+            check_readable(path)
+        except StorageCorrupt as exc:
+            raise ConfigError(str(exc)) from None
         return
     folder = path.parent
     while not folder.exists():  # the nearest folder that exists must let us create the rest
@@ -53,6 +60,27 @@ def check_db_path(path: Path) -> None:
         raise ConfigError(f"{where}: {folder} is a file, not a folder; point EVALMISLEAD_DB elsewhere")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ConfigError(f"{where}: folder {folder} is not writable; fix its permissions or point EVALMISLEAD_DB elsewhere")
+
+
+MIN_TEMP_FREE = 64 << 20  # bytes: the test sandbox writes each batch's files (and coverage data) there
+
+
+def check_temp_space() -> None:
+    """The temporary folder (TMPDIR, else /tmp) has room for the test sandbox: a nearly full one would fail
+    later, inside a step, with "No space left on device" and no folder named."""
+    import shutil
+    import tempfile
+
+    folder = tempfile.gettempdir()
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError as exc:
+        raise ConfigError(f"the temporary folder {folder} (TMPDIR) cannot be read ({exc.strerror}); "
+                          "point TMPDIR at a writable folder") from None
+    if free < MIN_TEMP_FREE:
+        raise ConfigError(f"the temporary folder {folder} (TMPDIR) has {free / 2**20:.1f} MiB free; a run needs "
+                          f"{MIN_TEMP_FREE >> 20} MiB there for the test sandbox: free space in it or point TMPDIR "
+                          "at a folder with room")
 
 
 def check_input_files() -> None:
@@ -97,5 +125,6 @@ def check_before_run(db: Path | None = None) -> settings.Settings:
 
     check_models(study_models.check())  # the study file, the model selection, each model's file
     check_db_path(Path(db) if db is not None else cfg.db)
+    check_temp_space()
     check_input_files()
     return cfg

@@ -222,13 +222,30 @@ def problem_source() -> str:
     return f"the study file {study_path()}" if study_setting("problems") is not None else "default: all"
 
 
+_STUDY_TEXT: dict[Path, str] = {}  # study file -> its text as this process first read it
+
+
+def study_text() -> str:
+    """The study file's text, read once per process: a run (one `evalmislead run`, one Dagster run worker) keeps
+    the study it started with, and an edit made meanwhile applies to the next run. OSError when unreadable."""
+    path = study_path()
+    if path not in _STUDY_TEXT:
+        _STUDY_TEXT[path] = path.read_text()
+    return _STUDY_TEXT[path]
+
+
+def forget_study_text() -> None:
+    """Read the study file afresh next time (a process that edits it on purpose, e.g. a test)."""
+    _STUDY_TEXT.clear()
+
+
 def study_setting(name: str) -> object:
     """A top-level setting of the study file (``problems = "0-9"``), None when absent or unreadable (the
     study's own loader names a bad file)."""
     import tomllib
 
     try:
-        return tomllib.loads(study_path().read_text()).get(name)
+        return tomllib.loads(study_text()).get(name)
     except (OSError, tomllib.TOMLDecodeError):
         return None
 

@@ -2,7 +2,8 @@
 EVALMISLEAD_MODELS, with each bundled model's size and family filled in, and the one-model
 environment overrides (EVALMISLEAD_LLM_URL, EVALMISLEAD_EMBEDDED_MODEL) checked against it.
 
-Read once per process (``study()`` caches): the Dagster definitions are built from it.
+Read once per process (``settings.study_text`` keeps the file's text, ``study()`` the parsed study): the
+Dagster definitions are built from it, and a file edited during a run applies to the next run.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from evalmislead_assets import settings
 from evalmislead_assets.llm import embedded_model
 from evalmislead_assets.store.schema import MODEL_COLUMN, PER_MODEL_TABLES
 from evalmislead_assets.study.models import (
-    ModelSpec, Reach, Study, StudyError, load_study, model_reach, select,
+    ModelSpec, Reach, Study, StudyError, model_reach, parse_study, select,
 )
 
 
@@ -37,10 +38,20 @@ def _filled(m: ModelSpec) -> ModelSpec:
                                thinking=known.thinking if m.thinking is None else m.thinking)
 
 
+def _read() -> Study:
+    """The study file as this process first read it (settings.study_text), not yet narrowed."""
+    path = settings.study_path()
+    try:
+        text = settings.study_text()
+    except OSError as exc:
+        raise StudyError(f"study file {path} cannot be read ({exc.strerror or exc}); point EVALMISLEAD_STUDY at a "
+                         "study.toml or unset it") from None
+    return parse_study(text, str(path), embedded_model.BUNDLED)
+
+
 def load() -> Study:
     """The study file, narrowed by EVALMISLEAD_MODELS; a StudyError (one line) when anything is wrong."""
-    path = settings.study_path()
-    study = load_study(path, embedded_model.BUNDLED)
+    study = _read()
     names = settings.model_selection()
     if names is not None:
         study = select(study, names, BUNDLED_DEFAULTS)
@@ -64,7 +75,8 @@ def study() -> Study:
 
 
 def check() -> Study:
-    """Read the study afresh (not cached): for config checks before a run."""
+    """The study checked again (the selection, the environment), from the text this process read first: for
+    config checks before each run's steps (a file edited during a run applies to the next run)."""
     return load()
 
 
@@ -87,13 +99,14 @@ def unnamed_rows_model() -> str:
     """Whose rows are those without a model (written before models were data, issue 19): the study
     file's first model, whatever EVALMISLEAD_MODELS / --models select (a file from before held one model:
     the default one)."""
-    return load_study(settings.study_path(), embedded_model.BUNDLED).models[0].name
+    return _read().models[0].name
 
 
 def reset() -> None:
     """Forget the study read so far (a process that changes EVALMISLEAD_STUDY / _MODELS, e.g. a test)."""
     study.cache_clear()
     unnamed_rows_model.cache_clear()
+    settings.forget_study_text()
 
 
 def reach(model: ModelSpec | None = None, current: Study | None = None) -> Reach:

@@ -12,7 +12,7 @@ Modes (``mode`` for every chat request, ``script`` for the next few first):
 - ``surrogate``: a good completion whose content is a lone surrogate (the JSON escape ``\\ud800``)
 
 ``alias`` is the model name ``/props`` reports (default ``fake-model``), ``model_path`` the model file it names (default none). ``props_mode`` does the same for ``/props`` (``ok``, ``hang``, ``status:N``). Every chat request
-is counted (``chat_requests``, ``bodies``, ``in_flight``); ``client_gone`` counts requests whose
+is counted (``chat_requests``, ``bodies``, ``in_flight``), then held while ``gate`` is cleared; ``client_gone`` counts requests whose
 client closed the connection before the answer was complete.
 
 Standalone: ``python -m evalmislead_tests.fake_llm_server --mode hang --port 8081``.
@@ -62,6 +62,8 @@ class FakeLLMServer:
         self.client_gone = 0
         self.trickled_chunks: list[int] = []  # per trickle request: chunks sent before it ended
         self.stopping = threading.Event()
+        self.gate = threading.Event()  # cleared: chat requests are counted, then held until it is set again
+        self.gate.set()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -241,6 +243,8 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                         server.in_flight -= 1
                     return
             try:
+                while not server.gate.wait(0.1) and not server.stopping.is_set():
+                    pass
                 prompt = (body.get("messages") or [{}])[-1].get("content", "")
                 content = server.answer if server.answer is not None else f"echo: {prompt}"
                 self._answer(mode, completion(content, model=server.alias))

@@ -9,14 +9,17 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from evalmislead_assets import config_check, settings
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.llm import stop_signals
-from evalmislead_assets.cli import run_guard
+from evalmislead_assets import data_lock
 from evalmislead_assets.cli.model_runs import ModelRun, StepFailed, failed_phrase, state_lines, utc_now
 from evalmislead_assets.study.models import Study
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
 
 HELP = "Run the study end to end (problems, generation, execution, analysis, report) as Dagster runs."
 
@@ -68,12 +71,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def ensure_dagster_home() -> Path:
     """DAGSTER_HOME defaults to dagster_home/ in the project, seeded with the project's dagster.yaml."""
     home = settings.dagster_home()
-    home.mkdir(parents=True, exist_ok=True)
-    src = settings.PROJECT_ROOT / "dagster.yaml"
-    if src.is_file() and not (home / "dagster.yaml").exists():
-        shutil.copy(src, home / "dagster.yaml")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        src = settings.PROJECT_ROOT / "dagster.yaml"
+        if src.is_file() and not (home / "dagster.yaml").exists():
+            shutil.copy(src, home / "dagster.yaml")
+    except OSError as exc:
+        raise ConfigError(f"DAGSTER_HOME={home} cannot be used ({exc.strerror or exc}); {DAGSTER_HOME_FIX}") from None
     settings.use_dagster_home(home)
     return home
+
+
+DAGSTER_HOME_FIX = "set DAGSTER_HOME to a short writable folder, e.g. export DAGSTER_HOME=$HOME/dagster_home"
+SQLITE_MAX_PATH = 512  # SQLite opens no file whose path is longer (SQLITE_MAX_PATHLEN)
+
+
+def open_instance(home: Path) -> "DagsterInstance":
+    """The Dagster instance of ``home``, its run storage opened once; one line naming DAGSTER_HOME when the
+    instance cannot use it (a path too long for SQLite, a folder it cannot write, a bad dagster.yaml)."""
+    from dagster import DagsterInstance
+
+    try:
+        instance = DagsterInstance.get()
+        instance.get_run_records(limit=1)  # opens history/runs.db: where a DAGSTER_HOME it cannot use fails
+    except Exception as exc:  # noqa: BLE001  (whatever Dagster or SQLite raise, one line naming the folder)
+        root: BaseException = exc
+        while root.__cause__ is not None:
+            root = root.__cause__
+        words = (str(root).strip().splitlines() or [type(root).__name__])[0]
+        runs_db = home / "history" / "runs.db"
+        if len(str(runs_db)) > SQLITE_MAX_PATH:
+            words += f"; its run history {runs_db.name} would have a {len(str(runs_db))}-character path, " \
+                     f"SQLite's limit is {SQLITE_MAX_PATH}"
+        raise ConfigError(f"DAGSTER_HOME={home} cannot be used by Dagster ({words}); {DAGSTER_HOME_FIX}") from None
+    return instance
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,13 +136,16 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "models", ""):
         settings.set_model_selection(args.models)  # before the study (and the definitions) are read
     cfg = config_check.check_before_run()  # every setting, the DB path and the input files, before anything starts
-    run_guard.hold_data_folder(cfg.db)  # one run per data folder: a second one stops here, naming this pid
+    # one run per DuckDB file and data folder: a second one stops here (exit 2), naming this pid; a Dagster
+    # run started meanwhile (UI, backfill, `dagster asset materialize`) waits for this one to end
+    data_lock.hold_data_folder(cfg.db, "evalmislead " + " ".join(sys.argv[1:]))
     home = ensure_dagster_home()
+    instance = open_instance(home)  # before anything is written: a DAGSTER_HOME it cannot use is one line
     if replay is not None:
         print(f"evalmislead: {replay.line()}", flush=True)
         print(f"evalmislead: {replays.import_into(cfg.db, replay)}", flush=True)
 
-    from dagster import AssetKey, DagsterInstance
+    from dagster import AssetKey
 
     from evalmislead_assets import study_models
     from evalmislead_assets.definitions import defs
@@ -134,7 +168,6 @@ def run(args: argparse.Namespace) -> int:
     job = defs.resolve_implicit_global_asset_job_def().with_logger_defs({"console": console_without_traces})
     known = set(defs.resolve_asset_graph().get_all_asset_keys())
     study = study_models.study()
-    instance = DagsterInstance.get()
     for stale in fail_stale_runs(instance):  # a killed run's partition is free again
         print(f"evalmislead: {stale.line()}", flush=True)
     subset = ("all 164" if cfg.problems is None else ",".join(map(str, cfg.problems))) + \

@@ -48,7 +48,7 @@ from dagster import (
     PartitionsDefinition,
 )
 
-from evalmislead_assets import config_check, settings, study_models
+from evalmislead_assets import config_check, data_lock, settings, study_models
 from evalmislead_assets.partitions import condition_partitions, thinking_partitions
 from evalmislead_assets.store.schema import MODEL_COLUMN, TABLES
 from evalmislead_assets.store.database import Warehouse
@@ -106,6 +106,32 @@ def conform(table: str, df: pd.DataFrame, partition: Optional[Mapping[str, str]]
     return out.reindex(columns=columns)
 
 
+# run id -> the lock files its io_manager took (data_lock), given back at the run's end
+_RUN_LOCKS: dict[str, list[Path]] = {}
+
+
+def _run_key(context: InitResourceContext) -> str:
+    return context.run.run_id if context.run is not None else ""
+
+
+def _partition_scope(context: InitResourceContext) -> str | None:
+    """The partition key a run locks (data_lock.hold_partition): its own, '*' for unpartitioned assets, None
+    (the whole study) for a partition range."""
+    tags = context.run.tags if context.run is not None else {}
+    if "dagster/asset_partition_range_start" in tags:
+        return None
+    return tags.get("dagster/partition") or "*"
+
+
+def _command(context: InitResourceContext) -> str:
+    """This run, for the lock file: 'Dagster run <id> of <job> (backfill <id>)'."""
+    run = context.run
+    if run is None:
+        return "a Dagster run"
+    backfill = run.tags.get("dagster/backfill")
+    return f"Dagster run {run.run_id} of {run.job_name}" + (f" (backfill {backfill})" if backfill else "")
+
+
 class WarehouseIOManager(ConfigurableIOManager):
     """Asset outputs as rows of the study's DuckDB file (EVALMISLEAD_DB when path is empty), by partition."""
 
@@ -118,18 +144,34 @@ class WarehouseIOManager(ConfigurableIOManager):
     def setup_for_execution(self, context: InitResourceContext) -> None:
         """Before a run's first step: every setting, the DB path and the input files are checked (a bad
         one fails the run here with its own one-line message, not later inside a step or an output
-        handler), and the run records its worker process so a killed run can be told from a live one."""
-        config_check.check_before_run(Path(self.path) if self.path else None)
-        # rows from before models were data belong to the study file's first model (issue 19)
-        owner = study_models.unnamed_rows_model()
-        named = self.warehouse().name_unnamed_rows(owner)
-        if named and context.log is not None:
-            context.log.info(f"rows without a model given {owner!r}: {named}")
+        handler), the run records its worker process so a killed run can be told from a live one, and
+        the run takes the DuckDB file's and its partition's locks (``data_lock``), waiting while another
+        run holds them."""
+        db = Path(self.path).expanduser().resolve() if self.path else settings.db_path()
+        config_check.check_before_run(db if self.path else None)
         run = context.run
         if context.instance is not None and run is not None:
             from evalmislead_assets.run_launcher import tag_run_worker
 
             tag_run_worker(context.instance, run.run_id)
+        # one run per partition and none beside `evalmislead run`, whatever launched this run (CLI, UI,
+        # backfill): before the first write, so no request is sent twice for one cache key
+        say = context.log.warning if context.log is not None else print
+        taken = data_lock.wait_and_hold(db, _command(context), say, partition=_partition_scope(context))
+        _RUN_LOCKS[_run_key(context)] = taken
+        try:
+            # rows from before models were data belong to the study file's first model (issue 19)
+            owner = study_models.unnamed_rows_model()
+            named = self.warehouse().name_unnamed_rows(owner)
+        except BaseException:
+            data_lock.release(_RUN_LOCKS.pop(_run_key(context), []))  # a failed set-up gets no teardown
+            raise
+        if named and context.log is not None:
+            context.log.info(f"rows without a model given {owner!r}: {named}")
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        """The run's end: the locks it took are given back (a process that held them before keeps them)."""
+        data_lock.release(_RUN_LOCKS.pop(_run_key(context), []))
 
     # ------------------------------------------------------------------ writes
 

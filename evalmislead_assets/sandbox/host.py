@@ -118,6 +118,19 @@ class SandboxUnavailable(RuntimeError):
 
 
 _START_ATTEMPTS = 3
+_LOW_SPACE = 4 << 20  # bytes free below which a failed set-up is blamed on the sandbox folder's disk
+
+
+def _space_note(folder: str | None) -> str:
+    """'; the sandbox folder X has N KiB free ...' when the folder the sandbox writes in is (nearly) full."""
+    where = folder or tempfile.gettempdir()
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return ""
+    if free >= _LOW_SPACE:
+        return ""
+    return f"; the sandbox folder {where} has {free >> 10} KiB free: free space there or point TMPDIR at a folder with room"
 
 
 def default_workers() -> int:
@@ -188,10 +201,19 @@ class Sandbox:
         missing = sandbox_seccomp.unavailable()
         if missing:  # every test process is filtered (kernel_state.py): never run one without
             raise SandboxUnavailable(missing)
-        root = tempfile.mkdtemp(prefix="evalmislead-sandbox-", dir=self.base_dir)
+        try:
+            root = tempfile.mkdtemp(prefix="evalmislead-sandbox-", dir=self.base_dir)
+        except OSError as exc:
+            raise SandboxUnavailable(f"the test sandbox cannot make its folder ({exc.strerror or exc})"
+                                     f"{_space_note(self.base_dir)}; nothing was recorded for this batch") from None
         try:
             os.chmod(root, 0o755)
-            dirs = _write_modules(root, [m for _, m, _ in ops])
+            try:
+                dirs = _write_modules(root, [m for _, m, _ in ops])
+            except OSError as exc:
+                raise SandboxUnavailable(f"the test sandbox cannot write the tests' files in {root} "
+                                         f"({exc.strerror or exc}){_space_note(self.base_dir)}; nothing was "
+                                         "recorded for this batch") from None
             work: queue.Queue[int] = queue.Queue()
             for i in sorted(range(len(ops)), key=lambda i: -len(ops[i][2] or ())):  # longest first
                 work.put(i)
@@ -210,14 +232,14 @@ class Sandbox:
             runner_errors = [r["runner_error"] for r in results if r is not None and "runner_error" in r]
             if runner_errors:  # set-up failed before any test code ran: recording it would read as zero tests
                 raise SandboxUnavailable(
-                    f"{runner_errors[0][:300]}; nothing was recorded for this batch: fix the host (its limits, "
-                    "mounts) and re-run")
+                    f"{runner_errors[0][:300]}{_space_note(self.base_dir)}; nothing was recorded for this batch: fix "
+                    "the host (its limits, mounts, free space) and re-run")
             if start_errors and any(r is None for r in results):
                 # No test code runs before a zygote is ready, so this is the machine, not the tests: recording
                 # the unserved files as "crashed" would silently turn them into zero tests.
                 raise SandboxUnavailable(
-                    f"the test sandbox could not start a runner ({start_errors[0][:300]}); nothing was recorded "
-                    "for this batch: check free memory and processes, then re-run")
+                    f"the test sandbox could not start a runner ({start_errors[0][:300]}){_space_note(self.base_dir)}; "
+                    "nothing was recorded for this batch: check free memory, processes and disk space, then re-run")
             return [r or {"status": "crashed", "detail": "no result from the sandbox", "seconds": 0.0}
                     for r in results]
         finally:

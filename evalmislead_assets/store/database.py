@@ -30,13 +30,13 @@ import pandas as pd
 from evalmislead_assets.store import file_format as storage_format
 from evalmislead_assets.store.schema import MODEL_COLUMN, PER_MODEL_TABLES, TABLES
 from evalmislead_assets.store.faults import (  # noqa: F401  (re-exported: callers import them from here)
-    FileIdentities, LockWaitReporter, StorageDiskFull, StorageError, StorageFileGone, StorageFileReplaced,
-    StorageLockTimeout, disk_full, disk_full_message,
+    FileIdentities, LockWaitReporter, StorageCorrupt, StorageDiskFull, StorageError, StorageFileGone,
+    StorageFileReplaced, StorageLockTimeout, damaged, damaged_words, disk_full, disk_full_message,
 )
 from evalmislead_assets.store.text_repair import Repair, sanitise_frame, sanitise_params
 
 __all__ = [
-    "IDENTITIES", "StorageDiskFull", "StorageError", "StorageFileGone", "StorageFileReplaced", "StorageLockTimeout",
+    "IDENTITIES", "StorageCorrupt", "StorageDiskFull", "StorageError", "StorageFileGone", "StorageFileReplaced", "StorageLockTimeout",
     "StudyConnection", "Warehouse", "ensure_schema", "record_repairs",
 ]
 
@@ -108,6 +108,8 @@ class Warehouse:
                     continue
                 if disk_full_message(exc):
                     raise disk_full(self.path, exc, "opening") from exc
+                if damaged_words(exc):
+                    raise damaged(self.path, exc) from None
                 if not (_is_lock_error(exc) or _is_config_clash(exc)):
                     raise
                 if time.monotonic() > deadline:
@@ -168,6 +170,8 @@ class Warehouse:
             failed = True
             if disk_full_message(exc) and not isinstance(exc, StorageDiskFull):
                 raise disk_full(self.path, exc, "writing") from exc
+            if damaged_words(exc) and not isinstance(exc, StorageError):
+                raise damaged(self.path, exc) from None
             raise
         except BaseException:
             failed = True

@@ -5,6 +5,8 @@
 * ``StorageDiskFull``: the disk filled while writing; DuckDB reports it as a failed commit and
   then "cannot rollback - no transaction is active", which hides the cause: this keeps the OS
   error ("No space left on device") and drops the rollback noise.
+* ``StorageCorrupt``: the file is truncated or damaged (it may still pass the header check); DuckDB says
+  "Could not read enough bytes" or "Corrupt database file" and the run says which file and what to do.
 * ``StorageFileGone`` / ``StorageFileReplaced``: the file this process opened was deleted, moved
   or replaced while it ran. DuckDB would silently create a new empty file at the old path and
   later steps would write into it; ``FileIdentities`` remembers each file's inode and database id
@@ -42,6 +44,28 @@ class StorageDiskFull(StorageError, OSError):
 
 class StorageFileGone(StorageError):
     pass
+
+
+class StorageCorrupt(StorageError):
+    pass
+
+
+_DAMAGED = ("Could not read enough bytes", "Corrupt database file", "checksum", "INTERNAL Error")
+
+
+def damaged_words(exc: BaseException) -> str | None:
+    """DuckDB's first line when ``exc`` says the file is truncated or damaged, else None."""
+    text = str(exc)
+    if not any(marker in text for marker in _DAMAGED):
+        return None
+    return (text.strip().splitlines() or [type(exc).__name__])[0]
+
+
+def damaged(path: Path, exc: BaseException) -> StorageCorrupt:
+    return StorageCorrupt(
+        f"the DuckDB file {path} is truncated or damaged ({damaged_words(exc) or exc}); restore it from a backup, "
+        "or move it away and run again to start a new file (its stored answers go with it)"
+    )
 
 
 class StorageFileReplaced(StorageError):

@@ -72,6 +72,38 @@ def test_a_db_outside_the_data_folder_is_locked_too(tmp_path: Path) -> None:
         _stop(first)
 
 
+def test_the_same_db_named_from_another_data_folder_is_refused(tmp_path: Path) -> None:
+    """The DuckDB file lies in the first run's data folder; the second run has its own EVALMISLEAD_HOME."""
+    env = _env(tmp_path)  # data folder tmp/data, DB tmp/data/s.duckdb
+    first = _holder(tmp_path, env)
+    try:
+        other_home = env | {"EVALMISLEAD_HOME": str(tmp_path / "other-data")}
+        second = subprocess.run([sys.executable, "-m", "evalmislead_assets.cli", "run"], env=other_home,
+                                capture_output=True, text=True, timeout=300)
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert second.stderr.strip().count("\n") == 0
+        assert f"pid {first.pid} " in second.stderr and "s.duckdb.run.lock" in second.stderr
+        assert not (tmp_path / "other-data" / run_guard.LOCK_NAME).exists()  # all or none: nothing left held
+    finally:
+        _stop(first)
+
+
+def test_the_refusal_names_the_holders_command(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    holder = HOLDER.replace("run_guard.hold_data_folder(Path(sys.argv[1]))",
+                            "run_guard.hold_data_folder(Path(sys.argv[1]), 'evalmislead run --problems 30')")
+    first = subprocess.Popen([sys.executable, "-c", holder, env["EVALMISLEAD_DB"]], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout is not None and first.stdout.readline().strip() == "holding"
+        second = subprocess.run([sys.executable, "-m", "evalmislead_assets.cli", "run"], env=env,
+                                capture_output=True, text=True, timeout=300)
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert f"pid {first.pid} on " in second.stderr and "(evalmislead run --problems 30), started 20" in second.stderr
+    finally:
+        _stop(first)
+
+
 def test_lock_of_a_killed_run_is_taken_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     env = _env(tmp_path)
     first = _holder(tmp_path, env)
@@ -89,7 +121,8 @@ def test_lock_of_a_killed_run_is_taken_over(tmp_path: Path, monkeypatch: pytest.
 def test_lock_is_free_again_after_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVALMISLEAD_HOME", str(tmp_path / "data"))
     db = tmp_path / "data" / "s.duckdb"
-    assert run_guard.hold_data_folder(db) == [tmp_path / "data" / run_guard.LOCK_NAME]
+    assert run_guard.hold_data_folder(db) == [tmp_path / "data" / "s.duckdb.run.lock", tmp_path / "data" / run_guard.LOCK_NAME]
+    assert run_guard.hold_data_folder(db) == []  # held already by this process: nothing taken again
     try:
         probe = subprocess.run([sys.executable, "-c", HOLDER.replace("time.sleep(600)", ""), str(db)],
                                env=_env(tmp_path), capture_output=True, text=True, timeout=120)

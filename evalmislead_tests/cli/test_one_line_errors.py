@@ -1,0 +1,103 @@
+"""One true line, exit 2, through the real CLI (issue 27, item 7): a truncated or damaged DuckDB file (it
+keeps its header), a DAGSTER_HOME the Dagster instance cannot use, a nearly full TMPDIR."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalmislead_assets.store.database import Warehouse
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALMISLEAD_", "DAGSTER_"))}
+    env.update({"EVALMISLEAD_HOME": str(tmp_path / "data"), "EVALMISLEAD_DB": str(tmp_path / "data" / "s.duckdb"),
+                "DAGSTER_HOME": str(tmp_path / "dagster_home"), "PYTHONPATH": str(PROJECT_ROOT),
+                "EVALMISLEAD_LLM_URL": "http://127.0.0.1:9", **extra})
+    return env
+
+
+def _cli(env: dict[str, str], *args: str, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*(prefix or []), sys.executable, "-m", "evalmislead_assets.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    err = proc.stderr.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err, err[-3000:]
+    return err
+
+
+def _damaged_db(tmp_path: Path, how: str) -> Path:
+    db = tmp_path / "data" / "s.duckdb"
+    wh = Warehouse(db)
+    wh.ensure_schema()
+    wh.execute("CREATE TABLE filler AS SELECT range AS i, repeat('x', 50) AS s FROM range(200000)")
+    data = db.read_bytes()
+    if how == "truncated":
+        db.write_bytes(data[: len(data) // 2])
+    else:  # a block overwritten after the headers: the checksum no longer matches
+        db.write_bytes(data[:12288] + b"\xab" * (len(data) // 2) + data[12288 + len(data) // 2:])
+    return db
+
+
+@pytest.mark.parametrize("how", ["truncated", "damaged"])
+def test_a_truncated_or_damaged_duckdb_file_is_one_line_in_sql_and_run(tmp_path: Path, how: str) -> None:
+    db = _damaged_db(tmp_path, how)
+    assert db.read_bytes()[8:12] == b"DUCK"  # it passes the header check
+    env = _env(tmp_path)
+    err = _one_line(_cli(env, "sql", "select count(*) from test_outcomes"))
+    assert f"the DuckDB file {db} is truncated or damaged" in err and "restore it from a backup" in err
+    err = _one_line(_cli(env, "run"))
+    assert f"the DuckDB file {db} is truncated or damaged" in err and "re-run to resume" not in err
+    assert not (tmp_path / "dagster_home").exists()  # stopped before any run
+
+
+def test_a_dagster_home_too_long_for_sqlite_is_one_line_naming_it(tmp_path: Path) -> None:
+    home = tmp_path.joinpath(*["d" * 60] * 10)  # ~640 characters: SQLite opens no file below it
+    err = _one_line(_cli(_env(tmp_path, DAGSTER_HOME=str(home)), "run"))
+    assert f"DAGSTER_HOME={home} cannot be used by Dagster" in err and "SQLite's limit is 512" in err
+    assert "export DAGSTER_HOME=" in err
+    assert not (tmp_path / "data" / "s.duckdb").exists()  # nothing written
+
+
+def _small_tmpfs_prefix(size: str) -> list[str]:
+    """A command prefix running the rest in a mount namespace whose TMPDIR is a fresh ``size`` tmpfs."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1) here to mount a small tmpfs")
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs in a mount namespace here ({probe.stderr.strip()[:200]})")
+    return ["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o size={size} tmpfs "$TMPDIR" && exec "$@"', "sh"]
+
+
+def test_a_nearly_full_tmpdir_is_one_line_naming_the_folder(tmp_path: Path) -> None:
+    small = tmp_path / "small-tmp"
+    small.mkdir()
+    prefix = _small_tmpfs_prefix("16m")  # under the 64 MiB a run needs
+    err = _one_line(_cli(_env(tmp_path, TMPDIR=str(small)), "run", prefix=prefix))
+    assert f"the temporary folder {small} (TMPDIR) has" in err and "point TMPDIR at a folder with room" in err
+
+
+def test_the_sandbox_names_a_full_folder(tmp_path: Path) -> None:
+    """When the folder fills during a run: the sandbox's own one line names it (no OSError traceback)."""
+    small = tmp_path / "small-tmp"
+    small.mkdir()
+    prefix = _small_tmpfs_prefix("128k")
+    script = ("from evalmislead_assets.sandbox.host import Sandbox, Limits, Module, SandboxUnavailable\n"
+              "big = 'x = ' + repr('a' * 300000) + '\\ndef f():\\n    return 1\\n'\n"
+              "try:\n    Sandbox(Limits(timeout_s=10), workers=1).collect([Module(big, 'def test_a():\\n    pass\\n')])\n"
+              "except SandboxUnavailable as exc:\n    print(exc)\n")
+    proc = subprocess.run([*prefix, sys.executable, "-c", script], env=_env(tmp_path, TMPDIR=str(small)),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "No space left on device" in proc.stdout and f"the sandbox folder {small} has" in proc.stdout
