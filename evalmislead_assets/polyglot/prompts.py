@@ -6,17 +6,17 @@ placeholders, sha256 of the template file and of the rendered text). A template'
 language (``java/test_generation``), so a stored row never confuses it with Python's.
 
 What a condition shows mirrors ``llm.prompts.shown_code`` (PROTOCOL.md, "Conditions"), built from the
-dataset's fields: ``declaration`` (imports, helpers with their own comments, the entry point's first line;
-no doc comment for the entry point), ``prompt`` (the same with the entry point's Javadoc/JSDoc comment
-before its first line) and the buggy or fixed body (which closes the function, and in Java the class).
+dataset's fields: ``prompt`` (imports, helpers with their own doc comments, the entry point's Javadoc/JSDoc
+comment and its first line), the same without the entry point's comment (``bare_head``; Java's
+``declaration``), and the buggy or fixed body (which closes the function, and in Java the class).
 
 | condition | shows |
 | --- | --- |
-| ``buggy_code`` / ``fixed_code`` | declaration + buggy / fixed body, no doc comment |
-| ``model_spec`` | declaration with the model's spec as the doc comment, a stub body |
-| ``signature_only`` | declaration, a stub body |
-| ``human_docstring`` | declaration with the dataset's doc comment, a stub body |
-| ``buggy_code_with_docstring`` | declaration with the dataset's doc comment + buggy body |
+| ``buggy_code`` / ``fixed_code`` | the head + buggy / fixed body, no doc comment |
+| ``model_spec`` | the head with the model's spec as the doc comment, a stub body |
+| ``signature_only`` | the head, a stub body |
+| ``human_docstring`` | the head with the dataset's doc comment, a stub body |
+| ``buggy_code_with_docstring`` | the head with the dataset's doc comment + buggy body |
 
 The stub body is ``// ...`` and the closing braces: a Java or JS function has no docstring to stand for
 its body, as Python's does.
@@ -59,10 +59,25 @@ def _tidy(code: str) -> str:
     return code.strip("\n").rstrip()
 
 
-def _split_entry_line(declaration: str) -> tuple[str, str]:
+def _split_entry_line(head: str) -> tuple[str, str]:
     """(everything before the entry point's first line, that line): the line the doc comment goes above."""
-    lines = declaration.rstrip().splitlines(keepends=True)
+    lines = head.rstrip().splitlines(keepends=True)
     return "".join(lines[:-1]), lines[-1].rstrip() + "\n"
+
+
+def bare_head(problem: Problem) -> str:
+    """``prompt`` without the entry point's own doc comment (the last comment, just above its first line).
+
+    For Java this is ``declaration``; JavaScript's ``declaration`` also drops the doc comments of helper
+    functions (JavaScript/10, 32, 38, 50), which Python's and Java's keep, so the head is cut from ``prompt``.
+    """
+    start = problem.prompt.rfind("/*")
+    end = problem.prompt.find("*/", start)
+    if start < 0 or end < 0:
+        return problem.declaration
+    before = problem.prompt[:start].rstrip(" \t")
+    after = re.sub(r"^[ \t]*\n", "", problem.prompt[end + 2:])
+    return before + after
 
 
 def as_doc_comment(text: str, language: str, indent: str = "") -> str:
@@ -78,14 +93,14 @@ def as_doc_comment(text: str, language: str, indent: str = "") -> str:
 
 def _stub(problem: Problem) -> str:
     """A body that stands for no code: ``// ...`` and the braces the dataset's body would have closed."""
-    _, entry_line = _split_entry_line(problem.declaration)
+    _, entry_line = _split_entry_line(bare_head(problem))
     indent = entry_line[: len(entry_line) - len(entry_line.lstrip())]
     closing = f"{indent}}}\n" + ("}\n" if problem.language == "java" else "")
     return f"{indent}    // ...\n{closing}" if problem.language == "java" else f"{indent}  // ...\n{closing}"
 
 
 def _with_doc(problem: Problem, spec_text: str) -> str:
-    head, entry_line = _split_entry_line(problem.declaration)
+    head, entry_line = _split_entry_line(bare_head(problem))
     indent = entry_line[: len(entry_line) - len(entry_line.lstrip())]
     return head + as_doc_comment(spec_text, problem.language, indent) + entry_line
 
@@ -102,7 +117,7 @@ def shown_code(problem: Problem, condition: str, spec_text: str | None = None) -
             raise ValueError(f"condition {condition} needs the model-written spec for {problem.task_id}")
         head = _with_doc(problem, spec_text)
     else:
-        head = problem.declaration
+        head = bare_head(problem)
     if shows.shows_code:
         program = problem.buggy_code if shows.shows_code == "buggy" else problem.fixed_code
         code = head + program[len(problem.declaration):]
