@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,3 +85,18 @@ def load_problems(language: str, path: Path | None = None) -> list[Problem]:
         buggy_code=r["declaration"] + r["buggy_solution"], fixed_code=r["declaration"] + r["canonical_solution"],
         test=r["test"], bug_type=r["bug_type"]) for r in rows]
     return sorted(problems, key=lambda p: p.problem_idx)
+
+
+_DECLARED = {"java": re.compile(r"(\w+)\s*\("), "js": re.compile(r"(?:function\s*\*?\s*|(?:const|let|var)\s+)(\w+)")}
+
+
+def declared_name(problem: Problem) -> str:
+    """The name the entry point is declared with (the last line of ``declaration``).
+
+    Mostly ``entry_point``; in four rows the dataset's ``entry_point`` names another function (Java/99
+    declares ``countUpper`` under ``closest_integer``; Java/101, Java/114 and JavaScript/114 differ in
+    case or spelling), and the code, the dataset's test and the prompt all use the declared name.
+    """
+    last = problem.declaration.rstrip().splitlines()[-1]
+    m = _DECLARED[problem.language].search(last)
+    return m.group(1) if m else problem.entry_point

@@ -10,15 +10,15 @@ from __future__ import annotations
 from evalmislead_assets.execution.cells import ScoredTest, outcome
 from evalmislead_assets.execution.collection import ModuleTests, merge
 from evalmislead_assets.polyglot import java_runner, js_runner
-from evalmislead_assets.polyglot.problems import Problem
+from evalmislead_assets.polyglot.problems import Problem, declared_name
 from evalmislead_assets.polyglot.process import ProcessLimits
 from evalmislead_assets.sandbox.host import Collected
 
 
 def js_modules(problem: Problem) -> tuple[str, str]:
     """(buggy, fixed) solution.js modules of a JavaScript problem."""
-    return (js_runner.solution_module(problem.buggy_code, problem.entry_point),
-            js_runner.solution_module(problem.fixed_code, problem.entry_point))
+    name = declared_name(problem)  # the dataset's entry_point misnames JavaScript/114
+    return js_runner.solution_module(problem.buggy_code, name), js_runner.solution_module(problem.fixed_code, name)
 
 
 def collect_js(source: str, buggy: str, fixed: str, limits: ProcessLimits | None = None) -> ModuleTests:
