@@ -104,7 +104,7 @@ def main() -> int:
                                  settings.prompts_dir()), max_tokens=settings.judge_max_tokens())
         finally:
             judge_llm.embedded_server.stop()
-        failed = judged["judge_error"].fillna("").str.startswith("judge call failed").sum()
+        failed = sum(str(e).startswith("judge call failed") for e in judged["judge_error"] if isinstance(e, str))
         print(f"record: {time.strftime('%H:%M:%S')} judged {len(judged)} specs of problems {block[0]}-{block[-1]} "
               f"in {time.monotonic() - t0:.0f} s ({failed} failed calls)", flush=True)
         if failed:
