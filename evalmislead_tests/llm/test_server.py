@@ -150,7 +150,7 @@ def test_cli_killed_hard_takes_the_server_with_it() -> None:
         _, server_pid = _ready(proc)
         proc.kill()  # SIGKILL: no handler runs; the parent-death signal must stop the server
         proc.wait()
-        assert _wait_gone(server_pid), "orphan llama-server left after SIGKILL of its parent"
+        assert _wait_gone(server_pid, timeout_s=120.0), "orphan llama-server left after SIGKILL of its parent"
     finally:
         if proc.poll() is None:
             proc.kill()
