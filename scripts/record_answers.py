@@ -116,7 +116,8 @@ def main() -> int:
         cmd = [sys.executable, "-m", "evalmislead_assets.cli", "answers", "export", "--append", args.pack]
         done = subprocess.run(cmd, capture_output=True, text=True)
         print(f"record: pack: {(done.stdout or done.stderr).strip().splitlines()[-1:] or ['?']}", flush=True)
-        if args.commit and done.returncode == 0:
+        # a block replayed from llm_cache adds nothing: no commit (only the manifest's time would change)
+        if args.commit and done.returncode == 0 and " 0 answers added" not in done.stdout:
             commit_pack(Path(args.pack))
 
     def commit_pack(folder: Path) -> None:
