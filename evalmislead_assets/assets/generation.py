@@ -56,7 +56,8 @@ class GenerationConfig(Config):
 
 def template_version(name: str) -> str:
     """The asset's code version: its prompt template's hash, so an edited template marks every partition made
-    with the old one stale in the UI (and, through lineage, what depends on it)."""
+    with the old one stale in the UI (once the code location is reloaded). What reads a partition goes stale
+    when it is generated again with other answers (its data version, ``answers_version``)."""
     try:
         sha = prompts.load_template(name, settings.prompts_dir()).sha256[:12]
     except (OSError, UnicodeDecodeError):  # a missing template fails the run itself, with its own message
