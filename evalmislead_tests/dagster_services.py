@@ -224,15 +224,12 @@ def materialize_thinking_mode(
     problems and their validation, model_specs[thinking], the condition|thinking partitions of the
     generation chain (all conditions, or ``conditions``; answers shaped by ``grammar`` unless None),
     then the unpartitioned analysis assets."""
-    from dagster import DagsterInstance
-
     from evalmislead_assets.definitions import defs
     from evalmislead_assets.jobs import CHAIN_ASSETS
     from evalmislead_assets.study.conditions import CONDITION_NAMES
     from evalmislead_assets.partitions import partition_key
 
     graph = defs.resolve_asset_graph()
-    job = defs.resolve_implicit_global_asset_job_def()
     keys = {k.to_user_string(): k for k in graph.get_all_asset_keys()}
     roots = ["problems", "problem_validation"]
     analysis = sorted(
@@ -246,13 +243,28 @@ def materialize_thinking_mode(
     steps += [(CHAIN_ASSETS, str(partition_key(c, thinking))) for c in (CONDITION_NAMES if conditions is None else conditions)]
     if with_analysis:
         steps.append((analysis, None))
+    materialize_steps(home, env, steps, grammar=grammar, tags={"evalmislead/seed": thinking})
+
+
+def materialize_steps(
+    home: Path, env: Mapping[str, str], steps: Sequence[tuple[Sequence[str], str | None]],
+    grammar: str | None = None, tags: Mapping[str, str] | None = None,
+) -> None:
+    """Materialize, in this process, each (asset names, partition key or None) step in turn into the
+    instance at ``home``, one Dagster run per step (answers shaped by ``grammar`` unless None)."""
+    from dagster import DagsterInstance
+
+    from evalmislead_assets.definitions import defs
+
+    job = defs.resolve_implicit_global_asset_job_def()
+    keys = {k.to_user_string(): k for k in defs.resolve_asset_graph().get_all_asset_keys()}
     with patched_environ({**env, "DAGSTER_HOME": str(home)}), DagsterInstance.from_config(str(home)) as instance:
         for names, partition in steps:
             run_config = grammar_run_config(grammar) if grammar and "test_generations" in names else None
             start = time.monotonic()
             job.execute_in_process(
                 instance=instance, partition_key=partition, asset_selection=[keys[n] for n in names],
-                run_config=run_config, tags={"evalmislead/seed": thinking},
+                run_config=run_config, tags=dict(tags or {}),
             )
             print(f"seeded {','.join(names)} [{partition or '-'}] in {time.monotonic() - start:.1f} s", flush=True)
 

@@ -13,6 +13,7 @@ from dagster import (
     AssetIn,
     AssetKey,
     Config,
+    DataVersion,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -32,6 +33,7 @@ from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult, LL
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
 from evalmislead_assets.resources import LLMResource, WarehouseResource
 from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.store.hashing import rows_sha256
 from evalmislead_assets.store.text_repair import text_column  # answers may hold lone surrogates (escaped on write)
 
 THINKING_CHECK = "thinking_mode_respected"
@@ -54,7 +56,8 @@ class GenerationConfig(Config):
 
 def template_version(name: str) -> str:
     """The asset's code version: its prompt template's hash, so an edited template marks every partition made
-    with the old one stale in the UI (and, through lineage, what depends on it)."""
+    with the old one stale in the UI (once the code location is reloaded). What reads a partition goes stale
+    when it is generated again with other answers (its data version, ``answers_version``)."""
     try:
         sha = prompts.load_template(name, settings.prompts_dir()).sha256[:12]
     except (OSError, UnicodeDecodeError):  # a missing template fails the run itself, with its own message
@@ -142,6 +145,28 @@ def slice_note(context: AssetExecutionContext, wh: Warehouse, table: str, condit
     return (f"{label}: this run asks {len(set(asked))} problems ({problem_ranges(asked)}); the partition keeps its "
             f"stored answers for {len(kept)} other problems ({problem_ranges(sorted(kept))}) and will hold "
             f"{len(held | set(asked))}")
+
+
+# What a partition's answers are. The data version is their hash over the whole partition (the rows this run
+# wrote and those a run over a slice keeps): a new template, output cap, model or answer changes it, so the UI
+# marks what was built from the old answers stale; the same answers again (replayed from the cache) keep it,
+# and nothing downstream goes stale. (The code version, the template's hash, marks the partitions themselves.)
+VERSION_COLUMNS = ("task_id", "cache_key", "model", "template_sha256", "response_text", "reasoning_text",
+                   "finish_reason", "error")
+
+
+def answers_version(context: AssetExecutionContext, wh: Warehouse, table: str, condition: Optional[str],
+                    thinking: str, df: pd.DataFrame) -> DataVersion:
+    """The partition's data version once ``df`` is stored (see VERSION_COLUMNS)."""
+    where, params = model_sql(context)
+    clause = "thinking = ?" + (" AND condition = ?" if condition else "")
+    try:
+        stored = wh.query_df(f"SELECT {', '.join(VERSION_COLUMNS)} FROM {table} WHERE {clause} AND {where}",
+                             [thinking, *([condition] if condition else []), *params])
+    except Exception:  # a first run on a fresh file: nothing stored to keep
+        stored = pd.DataFrame(columns=list(VERSION_COLUMNS))
+    kept = stored[~stored["task_id"].isin(set(df["task_id"].astype(str)))]
+    return DataVersion(rows_sha256(pd.concat([kept, df], ignore_index=True), VERSION_COLUMNS))
 
 
 def _metadata(results: list[ChatResult], stats: BatchStats, template_sha: str, max_tokens: int,
@@ -251,7 +276,8 @@ def model_specs(
     metadata["empty_specs"] = int(sum(1 for s in df["spec_text"] if not s))
     # the partition's rows are replaced by the IO manager (one transaction)
     return MaterializeResult(value=df, metadata=metadata,
-                             check_results=[thinking_check(context.asset_key, thinking, results)])
+                             check_results=[thinking_check(context.asset_key, thinking, results)],
+                             data_version=answers_version(context, wh, "model_specs", None, thinking, df))
 
 
 def _specs_for(specs: pd.DataFrame, thinking: str, task_ids: list[str]) -> dict[str, str]:
@@ -336,4 +362,5 @@ def test_generations(
     metadata["empty_model_specs"] = len(skipped)
     # the partition's rows are replaced by the IO manager (one transaction)
     return MaterializeResult(value=df, metadata=metadata,
-                             check_results=[thinking_check(context.asset_key, thinking, results)])
+                             check_results=[thinking_check(context.asset_key, thinking, results)],
+                             data_version=answers_version(context, wh, "test_generations", condition, thinking, df))

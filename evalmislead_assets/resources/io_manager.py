@@ -33,6 +33,7 @@ Every output is one table, named by the last part of its asset key: a multi-asse
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
@@ -40,6 +41,7 @@ from typing import Any, Optional
 import pandas as pd
 from dagster import (
     ConfigurableIOManager,
+    DagsterResourceFunctionError,
     InitResourceContext,
     InputContext,
     MultiPartitionKey,
@@ -49,9 +51,10 @@ from dagster import (
 )
 
 from evalmislead_assets import config_check, data_lock, settings, study_models
+from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.partitions import condition_partitions, thinking_partitions
 from evalmislead_assets.store.schema import MODEL_COLUMN, TABLES
-from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.store.database import StorageError, Warehouse
 
 # one-dimension partitions definitions -> their column (when the asset names no partition_expr)
 _SINGLE_DIMENSION_COLUMNS: list[tuple[PartitionsDefinition, str]] = [
@@ -132,6 +135,17 @@ def _command(context: InitResourceContext) -> str:
     return f"Dagster run {run.run_id} of {run.job_name}" + (f" (backfill {backfill})" if backfill else "")
 
 
+def refused(exc: Exception) -> DagsterResourceFunctionError:
+    """A set-up refusal (a bad setting, a damaged DuckDB file: ``exc``'s one line) as the error the run fails with.
+
+    Any other exception raised in a resource's set-up reaches the run's failure wrapped: "Error executing
+    resource_fn on ResourceDefinition io_manager", the true line only further down as its cause. Raised as
+    Dagster's own resource error whose message *is* that line (and nothing chained to it), the run's failure
+    (the UI's error, `dagster asset materialize`'s output) starts with it; the resource-init event still
+    carries ``exc`` with its stack."""
+    return DagsterResourceFunctionError(str(exc), user_exception=exc, original_exc_info=sys.exc_info())
+
+
 class WarehouseIOManager(ConfigurableIOManager):
     """Asset outputs as rows of the study's DuckDB file (EVALMISLEAD_DB when path is empty), by partition."""
 
@@ -148,7 +162,10 @@ class WarehouseIOManager(ConfigurableIOManager):
         the run takes the DuckDB file's and its partition's locks (``data_lock``), waiting while another
         run holds them."""
         db = Path(self.path).expanduser().resolve() if self.path else settings.db_path()
-        config_check.check_before_run(db if self.path else None)
+        try:
+            config_check.check_before_run(db if self.path else None)
+        except ConfigError as exc:  # one line naming the setting or file and the fix, first in the run's failure
+            raise refused(exc) from None
         run = context.run
         if context.instance is not None and run is not None:
             from evalmislead_assets.run_launcher import tag_run_worker
@@ -163,8 +180,10 @@ class WarehouseIOManager(ConfigurableIOManager):
             # rows from before models were data belong to the study file's first model (issue 19)
             owner = study_models.unnamed_rows_model()
             named = self.warehouse().name_unnamed_rows(owner)
-        except BaseException:
+        except BaseException as exc:
             data_lock.release(_RUN_LOCKS.pop(_run_key(context), []))  # a failed set-up gets no teardown
+            if isinstance(exc, StorageError):  # damage past the catalog check, a lock timeout: its one line
+                raise refused(exc) from None
             raise
         if named and context.log is not None:
             context.log.info(f"rows without a model given {owner!r}: {named}")

@@ -61,6 +61,40 @@ def test_a_truncated_or_damaged_duckdb_file_is_one_line_in_sql_and_run(tmp_path:
     assert not (tmp_path / "dagster_home").exists()  # stopped before any run
 
 
+
+def test_a_truncated_duckdb_file_fails_a_dagster_run_with_the_one_line_first(tmp_path: Path) -> None:
+    """`dagster asset materialize` (a Dagster run, not `evalmislead run`): the run's failure is the one line
+    itself, not "Error executing resource_fn on ResourceDefinition io_manager" with the line as its cause; the
+    UI shows the RUN_FAILURE event's error, read back here from the run's events."""
+    from dagster import DagsterEventType, DagsterInstance
+
+    db = _damaged_db(tmp_path, "truncated")
+    before = db.read_bytes()
+    env = _env(tmp_path)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml")
+    proc = subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
+                           "evalmislead_assets.definitions", "--select", "problems"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    line = (f"the DuckDB file {db} is truncated or damaged (IO Error: Could not read enough bytes")
+    assert proc.returncode != 0 and "RUN_FAILURE" in out, out[-4000:]
+    shown = [ln for ln in out.split("RUN_FAILURE", 1)[1].splitlines()[1:] if ln.strip()][0]  # the error's line
+    assert shown.startswith(f"dagster._core.errors.DagsterResourceFunctionError: {line}"), out[-4000:]
+    assert shown.endswith("restore it from a backup, or move it away and run again to start a new file (its "
+                          "stored answers go with it)"), shown
+    assert "Error executing resource_fn" not in out and "re-run to resume" not in out
+    assert db.read_bytes() == before  # nothing written, nothing "repaired"
+    with DagsterInstance.from_config(str(home)) as instance:
+        (run,) = instance.get_runs()
+        failures = [e.dagster_event for e in instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_FAILURE)]
+    (failure,) = failures
+    error = failure.job_failure_data.error
+    assert error is not None and error.cause is None and error.context is None
+    assert error.message.strip() == shown and "\n" not in error.message.strip()
+
+
 def test_a_dagster_home_too_long_for_sqlite_is_one_line_naming_it(tmp_path: Path) -> None:
     home = tmp_path.joinpath(*["d" * 60] * 10)  # ~640 characters: SQLite opens no file below it
     err = _one_line(_cli(_env(tmp_path, DAGSTER_HOME=str(home)), "run"))

@@ -46,6 +46,7 @@ def test_the_problems_source_comes_from_run_config_else_the_environment(tmp_path
     with pytest.raises(Exception) as info:  # raised where the run's resources check every setting first
         materialize([problem_assets.problems], resources=io, instance=DagsterInstance.ephemeral())
     err: BaseException | None = info.value
-    while err is not None and not isinstance(err, ConfigError):
-        err = err.__cause__
+    while err is not None and not isinstance(err, ConfigError):  # Dagster's resource error holds it as user_exception
+        err = getattr(err, "user_exception", None) or err.__cause__
     assert err is not None and "EVALMISLEAD_DATASET_SOURCE='web'" in str(err)
+    assert str(info.value) == str(err)  # the run's own error is that line, not "Error executing resource_fn ..."
