@@ -67,7 +67,8 @@ def build(study: Study) -> list[AssetsDefinition]:
         md_path, html_path = out / "languages.md", out / "languages.html"
         md_path.write_text(text, encoding="utf-8")
         html_path.write_text(to_html(text), encoding="utf-8")
-        return MaterializeResult(metadata={"report": MetadataValue.md(text), "markdown": MetadataValue.path(str(md_path)),
+        return MaterializeResult(metadata={"report": MetadataValue.md(text),
+                                           "markdown": MetadataValue.path(str(md_path)),
                                            "html": MetadataValue.path(str(html_path))})
 
     return [language_comparisons, languages_report]

@@ -30,7 +30,8 @@ _PY = {"strlen": ("strlen('abc') == 2", "strlen('abc') == 3"),
 _JS = {"strlen": ("assert.strictEqual(strlen('abc'), 2)", "assert.strictEqual(strlen('abc'), 3)"),
        "getPositive": ("assert.deepStrictEqual(getPositive([1, -2]), [-2])",
                        "assert.deepStrictEqual(getPositive([1, -2]), [1])")}
-_JAVA = {"strlen": ('assertEquals(2, new Solution().strlen("abc"))', 'assertEquals(3, new Solution().strlen("abc"))'),
+_JAVA = {"strlen": ('assertEquals(2, new Solution().strlen("abc"))',
+                   'assertEquals(3, new Solution().strlen("abc"))'),
          "getPositive": ("assertEquals(List.of(-2), new Solution().getPositive(Arrays.asList(1, -2)))",
                          "assertEquals(List.of(1), new Solution().getPositive(Arrays.asList(1, -2)))")}
 
@@ -44,7 +45,8 @@ def answer_for(prompt: str) -> str:
         bad, good = _JAVA[name]
         return ("```java\nimport java.util.*;\nimport org.junit.jupiter.api.Test;\n"
                 "import static org.junit.jupiter.api.Assertions.*;\n\npublic class SolutionTest {\n"
-                f"    @Test\n    void keepsTheBug() {{ {bad}; }}\n\n    @Test\n    void catchesTheBug() {{ {good}; }}\n}}\n```\n")
+                f"    @Test\n    void keepsTheBug() {{ {bad}; }}\n\n"
+                f"    @Test\n    void catchesTheBug() {{ {good}; }}\n}}\n```\n")
     if "```javascript\n" in prompt:
         name = "strlen" if "strlen" in prompt else "getPositive"
         bad, good = _JS[name]
@@ -97,7 +99,8 @@ def test_python_js_and_java_side_by_side_in_real_dagster_runs(seeded_warehouse: 
             run(["js/problems", "js/problem_validation", "java/problems", "java/problem_validation"])
             for condition in ("buggy_code", "fixed_code"):
                 run([f"{p}{a}" for p in ("", "js/", "java/")
-                     for a in ("test_generations", "generated_tests", "test_outcomes")], partition_key(condition, "off"))
+                     for a in ("test_generations", "generated_tests", "test_outcomes")],
+                    partition_key(condition, "off"))
             run(["language_comparisons", "languages_report"])
             assert fake.chat_requests == 2 * 3 * len(PROBLEMS)
 

@@ -99,3 +99,21 @@ def test_an_old_data_file_opens_with_every_row_as_pythons(tmp_path: Path) -> Non
     con.close()
     df = Warehouse(path).query_df("SELECT task_id, language FROM test_outcomes")
     assert df.to_dict("records") == [{"task_id": "Python/30", "language": "python"}]
+
+
+def test_the_chain_jobs_select_every_languages_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "study.toml"
+    path.write_text('languages = ["python", "js"]\n' + ONE)
+    monkeypatch.setenv("EVALMISLEAD_STUDY", str(path))
+    monkeypatch.delenv("EVALMISLEAD_MODELS", raising=False)
+    study_models.reset()
+    from evalmislead_assets.definitions import build
+
+    try:
+        defs = build(study_models.study())
+        job = defs.resolve_job_def("generation_chain_job")
+        keys = {k.to_user_string() for k in job.asset_layer.selected_asset_keys}
+        assert keys == {"test_generations", "generated_tests", "test_outcomes", "js/test_generations",
+                        "js/generated_tests", "js/test_outcomes"}
+    finally:
+        study_models.reset()
