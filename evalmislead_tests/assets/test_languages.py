@@ -135,3 +135,42 @@ def test_python_js_and_java_side_by_side_in_real_dagster_runs(seeded_warehouse: 
         assert "# Languages side by side" in report and "Python − JavaScript" in report and "Java" in report
     finally:
         study_models.reset()
+
+
+# the answer the grammar makes the real model write: one test that asserts the bug of JavaScript/30
+_JS_ANSWER = ("```javascript\nconst test = require('node:test');\nconst assert = require('node:assert');\n"
+              "const { getPositive } = require('./solution.js');\n\n"
+              "test('keeps the bug', () => { assert.deepStrictEqual(getPositive([1, -2]), [-2]); });\n```")
+_JS_GRAMMAR = 'root ::= "' + _JS_ANSWER.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not shutil.which("node"), reason="node is needed (scripts/bootstrap.sh installs it)")
+def test_one_javascript_problem_through_the_real_llama_server(seeded_warehouse: Warehouse, llama_server: str,
+                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """JavaScript/30 through the bundled llama-server (SmolLM2, its answer shaped by a GBNF grammar so that a
+    135M model writes a test): the JS prompt is sent, the answer stored with language js, extracted, collected
+    and run by the node:test runner, and its one test lands in the misleading cell."""
+    wh = seeded_warehouse
+    monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30")
+    try:
+        defs = _defs(tmp_path, monkeypatch, '["python", "js"]')
+        assets = list(defs.assets or [])
+        resources = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                     "llm": LLMResource(urls=llama_server), "judge_llm": LLMResource(urls=llama_server)}
+        for selection, key, config in (
+                (["js/problems", "js/problem_validation"], None, {}),
+                (["js/test_generations", "js/generated_tests", "js/test_outcomes"], partition_key("buggy_code", "off"),
+                 {"ops": {"js__test_generations": {"config": {"grammar": _JS_GRAMMAR, "max_tokens": 200}}}})):
+            result = materialize(assets, selection=[AssetKey.from_user_string(s) for s in selection],
+                                 partition_key=key, resources=resources, run_config=config,
+                                 instance=DagsterInstance.ephemeral())
+            assert result.success
+        gen = wh.query_df("SELECT language, task_id, response_text, request_json FROM test_generations")
+        assert gen[["language", "task_id"]].values.tolist() == [["js", "JavaScript/30"]]
+        assert "```javascript" in gen["request_json"][0] and "getPositive" in gen["response_text"][0]
+        out = wh.query_df("SELECT language, test_id, buggy_status, fixed_status, outcome FROM test_outcomes")
+        assert out.values.tolist() == [["js", "keeps the bug", "passed", "failed", "misleading"]]
+    finally:
+        study_models.reset()
