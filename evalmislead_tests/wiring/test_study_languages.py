@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 
 from evalmislead_assets import study_models
@@ -117,3 +118,17 @@ def test_the_chain_jobs_select_every_languages_chain(tmp_path: Path, monkeypatch
                         "js/generated_tests", "js/test_outcomes"}
     finally:
         study_models.reset()
+
+
+def test_pythons_checks_and_report_read_pythons_rows_only(seeded_warehouse: Warehouse) -> None:
+    """A Java exclusion must not fail Python's oracle checks, nor enter Python's report."""
+    from evalmislead_assets.assets.problems import all_fixed_pass
+    from evalmislead_assets.report.inputs import read
+    from evalmislead_assets.resources import WarehouseResource
+
+    wh = seeded_warehouse
+    wh.append_rows("problem_validation", pd.DataFrame([{
+        "task_id": "JavaScript/162", "problem_idx": 162, "buggy_passed": False, "fixed_passed": False,
+        "valid": False, "language": "js"}]))
+    assert all_fixed_pass(warehouse=WarehouseResource()).passed
+    assert "JavaScript/162" not in set(read(wh)["problem_validation"]["task_id"])
