@@ -50,11 +50,17 @@ def render(frames: dict[str, pd.DataFrame]) -> list[str]:
              f"tests; the difference a − b with its {level} paired-bootstrap interval over problems. "
              "A row without tests on one side is not estimable and says why."]
     rates = df[df["metric"].isin(["misleading_rate", "effective_rate"])]
+    pairs = list(dict.fromkeys(zip(df["language_a"], df["language_b"])))  # the study file's order
+    rank = {p: i for i, p in enumerate(pairs)}
     for (model, thinking), rows in rates.groupby(["model_name", "thinking"], sort=True):
+        rows = rows.assign(_pair=[rank[p] for p in zip(rows["language_a"], rows["language_b"])])
         lines += ["", f"### {model}, thinking {thinking}", "",
-                  md_table(_table(rows.sort_values(["language_a", "language_b", "condition", "metric"])))]
+                  md_table(_table(rows.sort_values(["_pair", "condition", "metric"], kind="stable")))]
     other = df[~df["metric"].isin(["misleading_rate", "effective_rate"])]
-    if len(other):
-        notes = sorted(set(f"{m}: {n}" for m, n in zip(other["metric"], other["note"]) if isinstance(n, str)))
-        lines += ["", "Coverage and mutation score across languages:", "", *[f"- {n}" for n in notes]]
+    prefix = "not estimable for "
+    notes = sorted({f"{metric}, {part}" for metric, note in zip(other["metric"], other["note"])
+                    if isinstance(note, str) for part in note.removeprefix(prefix).split("; ")})
+    if notes:
+        lines += ["", "Coverage and mutation score: not estimable (no number is reported, never 0):", "",
+                  *[f"- {n}" for n in notes]]
     return lines
