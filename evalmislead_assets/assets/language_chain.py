@@ -16,6 +16,7 @@ from dagster import (
     AssetExecutionContext,
     AssetIn,
     AssetsDefinition,
+    Failure,
     MaterializeResult,
     MetadataValue,
     asset,
@@ -47,8 +48,17 @@ def _template_version(language: str, kind: str) -> str:
 
 
 def _study_problems(problems: pd.DataFrame, validation: pd.DataFrame) -> pd.DataFrame:
-    """The language's validated problems in the study's subset (EVALMISLEAD_PROBLEMS / study.toml)."""
-    return study_problems_from(problems, validation, settings.problem_subset())
+    """The language's validated problems in the study's subset (EVALMISLEAD_PROBLEMS / study.toml). The
+    validation covers the subset it was run for: a problem of the subset it never saw fails the step (it would
+    otherwise drop out silently)."""
+    subset = settings.problem_subset()
+    seen = set(problems.loc[problems["task_id"].isin(validation["task_id"]), "problem_idx"].astype(int))
+    unseen = sorted(set(subset if subset is not None else problems["problem_idx"].astype(int)) - seen)
+    if unseen:
+        shown = ", ".join(map(str, unseen[:10])) + (f" and {len(unseen) - 10} more" if len(unseen) > 10 else "")
+        raise Failure(f"problem_validation of this language has no row for problem(s) {shown}; materialize it "
+                      "again for the study's problems first")
+    return study_problems_from(problems, validation, subset)
 
 
 def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinition]:
