@@ -9,6 +9,12 @@ or for all. A study of one model keeps the keys unprefixed and the groups by sta
 The model-free assets (problems, problem_validation, mutants) exist once and feed every model; the
 cross-model assets (assets/models.py) read every model's tables. The IO manager scopes each model's
 rows by its ``model_name`` (resources/io_manager.py).
+
+Languages as a study axis (issue 29, docs/languages.md): Python keeps every key above; each other language
+of the study (``languages`` in study.toml) gets its problems and validation (``java/problems``) and, per model,
+its chain inside the model's prefix (``java/test_generations`` or ``qwen2_5_coder_1_5b/java/test_generations``),
+with the same condition x thinking partitions; rows carry ``language``. With several languages,
+``language_comparisons`` and ``languages_report`` set them side by side (assets/languages.py).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from evalmislead_assets.assets import coverage as coverage_assets
 from evalmislead_assets.assets import determinism as determinism_assets
 from evalmislead_assets.assets import execution as execution_assets
 from evalmislead_assets.assets import generation as generation_assets
+from evalmislead_assets.assets import language_chain, language_problems
+from evalmislead_assets.assets import languages as language_assets
 from evalmislead_assets.assets import models as model_assets
 from evalmislead_assets.assets import mutants as mutants_assets
 from evalmislead_assets.assets import mutation as mutation_assets
@@ -93,11 +101,23 @@ def model_assets_for(study: Study) -> tuple[list[AssetsDefinition], list[AssetCh
     return assets, checks
 
 
+def language_assets_for(study: Study) -> list[AssetsDefinition]:
+    """Every language's assets but Python's: its problems and validation once, its chain once per model."""
+    assets: list[AssetsDefinition] = []
+    for language in study.other_languages:
+        assets += _finish(language_problems.build(language))
+        for model in study.models:
+            assets += _finish(language_chain.build(study, model, language), model,
+                              group=f"{model.key}__{language}" if study.prefixed else None)
+    return assets
+
+
 def build(study: Study) -> Definitions:
     per_model, per_model_checks = model_assets_for(study)
     cross = model_assets.build(study)
     return Definitions(
-        assets=[*_finish(load_assets_from_modules(MODEL_FREE_MODULES)), *per_model, *_finish(cross)],
+        assets=[*_finish(load_assets_from_modules(MODEL_FREE_MODULES)), *per_model, *_finish(cross),
+                *language_assets_for(study), *_finish(language_assets.build(study))],
         asset_checks=[*load_asset_checks_from_modules(MODEL_FREE_MODULES), *per_model_checks],
         resources={
             "warehouse": WarehouseResource(),

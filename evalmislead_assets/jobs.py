@@ -3,7 +3,8 @@
 Asset keys are named, not imported, so this module loads before the asset modules
 it selects; `Definitions` resolves the selections and infers each job's partitions
 (model_specs_job: thinking; generation_chain_job: condition x thinking). With several models
-(study.toml) the two jobs select every model's assets, and each model has its own pair too.
+(study.toml) the two jobs select every model's assets, and each model has its own pair too. With several
+languages (issue 29) each job selects every language's chain too (``java/test_generations``, ...).
 """
 
 from dagster import AssetKey, AssetSelection, define_asset_job, in_process_executor
@@ -23,6 +24,14 @@ def model_keys(study: Study, names: list[str], model: ModelSpec | None = None) -
     return [AssetKey([m.key, n]) if study.prefixed else AssetKey(n) for m in models for n in names]
 
 
+def language_keys(study: Study, names: list[str], model: ModelSpec | None = None) -> list[AssetKey]:
+    """The keys of ``names`` in every language of the study but Python, inside the model's prefix
+    (``java/test_generations``, ``<model>/java/test_generations``; docs/languages.md)."""
+    models = [model] if model is not None else list(study.models)
+    return [AssetKey([*([m.key] if study.prefixed else []), lang, n])
+            for m in models for lang in study.other_languages for n in names]
+
+
 # The chain's steps run one after the other, so these jobs run them inside the run's own
 # process: a step subprocess per asset (the multiprocess default) costs an interpreter
 # start and an import of the project per step; measured here, a cached chain run took
@@ -33,13 +42,15 @@ def _jobs(study: Study, model: ModelSpec | None) -> list:
     return [
         define_asset_job(
             f"{prefix}model_specs_job",
-            selection=AssetSelection.assets(*model_keys(study, SPEC_ASSETS, model)),
+            selection=AssetSelection.assets(*model_keys(study, SPEC_ASSETS, model),
+                                            *language_keys(study, SPEC_ASSETS, model)),
             description=f"Model-written specs{whose} for one thinking mode (partition 'off' or 'on').",
             executor_def=in_process_executor,
         ),
         define_asset_job(
             f"{prefix}generation_chain_job",
-            selection=AssetSelection.assets(*model_keys(study, CHAIN_ASSETS, model)),
+            selection=AssetSelection.assets(*model_keys(study, CHAIN_ASSETS, model),
+                                            *language_keys(study, CHAIN_ASSETS, model)),
             description=(
                 f"test_generations -> generated_tests -> test_outcomes{whose} for one condition|thinking "
                 f"partition. Backfill only thinking=on with: dagster job backfill -j {prefix}generation_chain_job "

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from evalmislead_assets import settings
 from evalmislead_assets.llm import embedded_model
-from evalmislead_assets.store.schema import MODEL_COLUMN, PER_MODEL_TABLES
+from evalmislead_assets.store.schema import LANGUAGE_COLUMN, MODEL_COLUMN, PER_LANGUAGE_TABLES, PER_MODEL_TABLES
 from evalmislead_assets.study.models import (
-    ModelSpec, Reach, Study, StudyError, model_reach, parse_study, select,
+    DEFAULT_LANGUAGE, LANGUAGES, ModelSpec, Reach, Study, StudyError, model_reach, parse_study, select,
 )
 
 
@@ -55,10 +55,10 @@ def load() -> Study:
     names = settings.model_selection()
     if names is not None:
         study = select(study, names, BUNDLED_DEFAULTS)
-    study = Study(tuple(_filled(m) for m in study.models), study.source)
+    study = dataclasses.replace(study, models=tuple(_filled(m) for m in study.models))
     if not study.prefixed and (settings.llm_urls() or settings.embedded_model_override()):
         # another model answers (a server URL or GGUF from the environment): the file's capability does not apply
-        study = Study((dataclasses.replace(study.models[0], thinking=None),), study.source)
+        study = dataclasses.replace(study, models=(dataclasses.replace(study.models[0], thinking=None),))
     if study.prefixed:
         for variable, value in (("EVALMISLEAD_LLM_URL", settings.llm_urls()),
                                 ("EVALMISLEAD_EMBEDDED_MODEL", settings.embedded_model_override())):
@@ -84,14 +84,34 @@ def check() -> Study:
 PER_MODEL_ASSETS_WITHOUT_TABLE = frozenset({"study_report"})
 
 
+def _language_prefix(path: Sequence[str]) -> str | None:
+    """The language segment of a key's path (the one before the asset's name), if it names a language other
+    than Python: ``java/test_generations``, ``qwen2_5_coder_1_5b/js/test_outcomes``."""
+    if len(path) >= 2 and path[-2] in LANGUAGES and path[-2] != DEFAULT_LANGUAGE:
+        return path[-2]
+    return None
+
+
 def model_for_path(path: Sequence[str]) -> ModelSpec | None:
     """The model of an asset key's path: its prefix (a study of several models), else the study's only
-    model; None for the model-free assets (problems, problem_validation, mutants) and the model_* ones."""
+    model; None for the model-free assets (problems, problem_validation, mutants) and the model_* ones.
+    A language segment inside the model's prefix (``m/java/test_generations``) is skipped."""
     name = path[-1]
     if name not in PER_MODEL_TABLES and name not in PER_MODEL_ASSETS_WITHOUT_TABLE:
         return None
     current = study()
-    return current.by_key(path[0]) if len(path) > 1 else current.models[0]
+    rest = list(path[:-1])
+    if _language_prefix(path):
+        rest = rest[:-1]
+    return current.by_key(rest[0]) if rest else current.models[0]
+
+
+def language_for_path(path: Sequence[str]) -> str | None:
+    """The language of an asset key's path: its language segment, else Python (today's unprefixed keys);
+    None for assets whose table holds no language (llm_calls, mutants, the cross-model and cross-language ones)."""
+    if path[-1] not in PER_LANGUAGE_TABLES and path[-1] not in PER_MODEL_ASSETS_WITHOUT_TABLE:
+        return None
+    return _language_prefix(path) or DEFAULT_LANGUAGE
 
 
 @functools.cache
@@ -117,12 +137,14 @@ def reach(model: ModelSpec | None = None, current: Study | None = None) -> Reach
     return model_reach(spec, current.source, settings.llm_urls(), settings.embedded_model_override())
 
 
-def model_filter_sql(name: str) -> tuple[str, list[str]]:
-    """SQL selecting one model's rows: ``model_name`` is ``name``, or NULL (a row written before models
-    were data, or by hand) when ``name`` is unnamed_rows_model(); each run names such rows
-    (Warehouse.name_unnamed_rows) before it writes."""
-    return f"coalesce({MODEL_COLUMN}, ?) = ?", [unnamed_rows_model(), name]
+def model_filter_sql(name: str, language: str = DEFAULT_LANGUAGE) -> tuple[str, list[str]]:
+    """SQL selecting one model's rows of one language (default Python): ``model_name`` is ``name``, or NULL (a
+    row written before models were data, or by hand) when ``name`` is unnamed_rows_model(); each run names such
+    rows (Warehouse.name_unnamed_rows) before it writes. A row without a language (written before languages were
+    a study axis) is Python's."""
+    return (f"coalesce({MODEL_COLUMN}, ?) = ? AND coalesce({LANGUAGE_COLUMN}, '{DEFAULT_LANGUAGE}') = ?",
+            [unnamed_rows_model(), name, language])
 
 
-__all__ = ["BUNDLED_DEFAULTS", "ModelSpec", "Reach", "Study", "StudyError", "check", "load", "model_filter_sql",
-           "model_for_path", "reach", "reset", "study", "unnamed_rows_model"]
+__all__ = ["BUNDLED_DEFAULTS", "ModelSpec", "Reach", "Study", "StudyError", "check", "language_for_path", "load",
+           "model_filter_sql", "model_for_path", "reach", "reset", "study", "unnamed_rows_model"]

@@ -27,6 +27,7 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 OPENAI_FIELDS = frozenset({"model", "messages", "temperature", "seed", "max_tokens", "top_p", "stop", "n",
@@ -52,6 +53,7 @@ class FakeLLMServer:
         self.openai_style: tuple[str, ...] | None = None  # (the accepted model id,) when set
         self.script: list[str] = []
         self.answer: str | None = None
+        self.answer_for: Callable[[str], str] | None = None  # the answer to a prompt (else answer, else echo)
         self.trickle_s, self.trickle_chunks, self.trickle_bytes = trickle_s, trickle_chunks, trickle_bytes
         self.lock = threading.Lock()
         self.chat_requests = 0
@@ -246,7 +248,8 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 while not server.gate.wait(0.1) and not server.stopping.is_set():
                     pass
                 prompt = (body.get("messages") or [{}])[-1].get("content", "")
-                content = server.answer if server.answer is not None else f"echo: {prompt}"
+                content = (server.answer_for(prompt) if server.answer_for is not None
+                           else server.answer if server.answer is not None else f"echo: {prompt}")
                 self._answer(mode, completion(content, model=server.alias))
             except OSError:
                 pass

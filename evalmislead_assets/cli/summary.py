@@ -70,7 +70,7 @@ def worked_example(wh: Warehouse, models: list[str] | None = None) -> list[str]:
         "JOIN generated_tests g ON g.model_name IS NOT DISTINCT FROM o.model_name AND g.condition = o.condition "
         "AND g.thinking = o.thinking AND g.task_id = o.task_id JOIN problems p ON p.task_id = o.task_id "
         + ("WHERE list_contains(?, coalesce(o.model_name, ?)) " if order else "")
-        + "ORDER BY o.outcome <> 'misleading', o.condition <> 'buggy_code', o.task_id <> 'Python/30', "
+        + "ORDER BY coalesce(o.language, 'python') <> 'python', o.outcome <> 'misleading', o.condition <> 'buggy_code', o.task_id <> 'Python/30', "
         + ("list_position(?, coalesce(o.model_name, ?)), " if order else "")
         + "o.thinking, o.task_id, o.test_id LIMIT 1",
         [order, unnamed, order, unnamed] if order else [], read_only=True)

@@ -11,11 +11,12 @@ declared (and the asset therefore gets it as an input).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.store.schema import LANGUAGE_COLUMN, PER_LANGUAGE_TABLES
 
 # table -> the columns the report reads (None: every column of the table)
 INPUTS: dict[str, tuple[str, ...] | None] = {
@@ -61,9 +62,15 @@ def _not_declared(name: str) -> ReportInputError:
 
 
 def read(warehouse: Warehouse) -> dict[str, pd.DataFrame]:
-    """Every declared table from a warehouse, projected to its declared columns (all models' rows)."""
-    return {name: warehouse.read_table(name, columns=list(columns) if columns else None)
-            for name, columns in INPUTS.items()}
+    """Every declared table from a warehouse, projected to its declared columns (all models' rows; the study
+    report is Python's: Java and JavaScript rows, issue 29, have their own section, report/sections/languages.py)."""
+    def one(name: str, columns: Sequence[str] | None) -> pd.DataFrame:
+        if name not in PER_LANGUAGE_TABLES:
+            return warehouse.read_table(name, columns=list(columns) if columns else None)
+        cols = ", ".join(columns) if columns else "*"
+        return warehouse.query_df(f"SELECT {cols} FROM {name} WHERE coalesce({LANGUAGE_COLUMN}, 'python') = 'python'")
+
+    return {name: one(name, columns) for name, columns in INPUTS.items()}
 
 
 _MISSING_TABLE = re.compile(r"Table with name (\w+) does not exist", re.IGNORECASE)

@@ -82,10 +82,12 @@ def sample_tests(folder: Path, n: int, seed: int) -> tuple[list[dict[str, Any]],
         cols = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {outcomes}").fetchall()}
         key = [*MODULE_KEY, *(["model_name"] if "model_name" in cols else [])]
         on = " AND ".join(f"o.{k} IS NOT DISTINCT FROM g.{k}" for k in key)
+        # the re-score runs the Python sandbox: Java and JavaScript tests (issue 29) are not drawn
+        python_only = "WHERE coalesce(o.language, 'python') = 'python' " if "language" in cols else ""
         cur = con.execute(
             f"SELECT {', '.join(f'o.{k}' for k in key)}, o.test_id, o.buggy_status, o.fixed_status, g.source, "
             f"p.buggy_code, p.fixed_code FROM {outcomes} o JOIN {_table(folder, 'generated_tests', fmt)} g ON {on} "
-            f"JOIN {_table(folder, 'problems', fmt)} p ON p.task_id = o.task_id "
+            f"JOIN {_table(folder, 'problems', fmt)} p ON p.task_id = o.task_id {python_only}"
             f"ORDER BY {', '.join(f'o.{k}' for k in key)}, o.test_id")
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r)) for r in cur.fetchall()]

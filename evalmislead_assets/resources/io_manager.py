@@ -24,7 +24,9 @@ projection) and ``order_by`` are honoured.
 
 A model's asset (``study_models.model_for_path``: a per-model table, prefixed or the study's only model)
 reads and writes only that model's rows: ``model_name`` joins the partition columns, so materializing
-one model never deletes or rewrites another's.
+one model never deletes or rewrites another's. The same holds for languages (issue 29): ``language``, from the
+key's language segment (``java/test_outcomes``; none: Python), scopes every per-language table
+(``study_models.language_for_path``), the problems and their validation included.
 
 Every output is one table, named by the last part of its asset key: a multi-asset's outputs
 (``spec_labels`` with its side tables ``spec_label_agreement`` and ``spec_label_splits``,
@@ -53,7 +55,7 @@ from dagster import (
 from evalmislead_assets import config_check, data_lock, settings, study_models
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.partitions import condition_partitions, thinking_partitions
-from evalmislead_assets.store.schema import MODEL_COLUMN, TABLES
+from evalmislead_assets.store.schema import LANGUAGE_COLUMN, MODEL_COLUMN, TABLES
 from evalmislead_assets.store.database import StorageError, Warehouse
 
 # one-dimension partitions definitions -> their column (when the asset names no partition_expr)
@@ -79,9 +81,12 @@ def partition_columns(
 
 
 def model_columns(path: Sequence[str]) -> dict[str, str]:
-    """{'model_name': ...} for a model's asset (see study_models.model_for_path), else {}."""
+    """{'model_name': ..., 'language': ...} for a model's asset (see study_models.model_for_path), {'language': ...}
+    for a language's model-free asset (problems, problem_validation), else {}."""
     model = study_models.model_for_path(path)
-    return {MODEL_COLUMN: model.name} if model is not None else {}
+    language = study_models.language_for_path(path)
+    return {**({MODEL_COLUMN: model.name} if model is not None else {}),
+            **({LANGUAGE_COLUMN: language} if language is not None else {})}
 
 
 def table_columns(table: str) -> list[str]:
@@ -239,10 +244,13 @@ class WarehouseIOManager(ConfigurableIOManager):
                 params.extend(key.values())
             clause = " WHERE " + (" OR ".join(ors) if ors else "false")
         model = model_columns(context.asset_key.path)
-        if model:  # only the upstream model's rows
-            model_clause, model_params = study_models.model_filter_sql(model[MODEL_COLUMN])
+        if MODEL_COLUMN in model:  # only the upstream model's rows of its language
+            model_clause, model_params = study_models.model_filter_sql(model[MODEL_COLUMN], model[LANGUAGE_COLUMN])
             clause = (f"{clause} AND" if clause else " WHERE") + f" {model_clause}"
             params.extend(model_params)
+        elif LANGUAGE_COLUMN in model:  # a language's problems (rows from before languages: Python's)
+            clause = (f"{clause} AND" if clause else " WHERE") + f" coalesce({LANGUAGE_COLUMN}, 'python') = ?"
+            params.append(model[LANGUAGE_COLUMN])
         order = f" ORDER BY {metadata['order_by']}" if metadata.get("order_by") else ""
         sql = f"SELECT {', '.join(columns)} FROM {table}{clause}{order}"
         return self.warehouse().query_df(sql, params, read_only=True)

@@ -341,13 +341,23 @@ _MODEL = Column(MODEL_COLUMN, "VARCHAR", "the study's name of the model whose an
 _SPECS = tuple(Table(t.name, t.description, (*t.columns, _MODEL)) if t.name in PER_MODEL_TABLES else t
                for t in _SPECS)
 
+# Tables whose rows belong to one language of the study (issue 29): the problems, their validation and every
+# per-model table. The column is appended with a default, so a file from before it opens with every old row
+# as Python's (storage.ensure_schema adds it; DuckDB fills the default into existing rows).
+LANGUAGE_COLUMN = "language"
+PER_LANGUAGE_TABLES: tuple[str, ...] = ("problems", "problem_validation", *PER_MODEL_TABLES)
+_LANGUAGE = Column(LANGUAGE_COLUMN, "VARCHAR DEFAULT 'python'",
+                   "python | java | js: the HumanEvalPack split the row comes from (study.toml `languages`)")
+_SPECS = tuple(Table(t.name, t.description, (*t.columns, _LANGUAGE)) if t.name in PER_LANGUAGE_TABLES else t
+               for t in _SPECS)
+
 # ---------------------------------------------------------------- across models (issue 19)
 _BY_NAME = {t.name: t for t in _SPECS}
 
 
 def _with_model_first(source: str, name: str, description: str) -> Table:
     """``source``'s columns with model_name after plan_sha256 (one row per model of what source holds)."""
-    cols = [c for c in _BY_NAME[source].columns if c.name != MODEL_COLUMN]
+    cols = [c for c in _BY_NAME[source].columns if c.name not in (MODEL_COLUMN, LANGUAGE_COLUMN)]
     return Table(name, description, (cols[0], _MODEL, *cols[1:]))
 
 
@@ -392,6 +402,25 @@ _SPECS = (*_SPECS,
     ),
 )
 
+# ---------------------------------------------------------------- across languages (issue 29)
+_SPECS = (*_SPECS,
+    _table(
+        "language_comparisons", "one model's languages side by side: language_a minus language_b per condition "
+        "and metric, paired bootstrap over the problems both answered (same problem_idx)",
+        _PLAN, (MODEL_COLUMN, "VARCHAR", _MODEL.description), _THINKING, _CONDITION,
+        ("metric", "VARCHAR", "misleading_rate | effective_rate | line_coverage | mutation_score"),
+        ("language_a", "VARCHAR"), ("language_b", "VARCHAR"),
+        ("rate_a", "DOUBLE", "language_a's pooled rate on the paired problems; NULL: not estimable"),
+        ("rate_b", "DOUBLE", "language_b's pooled rate on the paired problems; NULL: not estimable"),
+        ("estimate", "DOUBLE", "rate_a - rate_b; NULL: not estimable"), ("ci_low", "DOUBLE"), ("ci_high", "DOUBLE"),
+        ("excludes_zero", "BOOLEAN", "the interval excludes 0; NULL: not estimable"),
+        ("n_problems", "INTEGER", "paired problems: answered in both languages"),
+        ("n_tests_a", "INTEGER"), ("n_tests_b", "INTEGER"), ("n_cell_a", "INTEGER"), ("n_cell_b", "INTEGER"),
+        ("n_zero_denominator", "INTEGER", "resamples where a side drew no test"),
+        ("estimable", "BOOLEAN"), ("note", "VARCHAR", "why a row is not estimable"), _LEVEL, _N_BOOT, _SEED,
+    ),
+)
+
 SPECS: dict[str, Table] = {t.name: t for t in _SPECS}
 assert set(PER_MODEL_TABLES) <= set(SPECS), "a per-model table is not in the schema"
 assert len(SPECS) == len(_SPECS), "duplicate table name in schema"
@@ -401,9 +430,9 @@ TABLES: dict[str, list[tuple[str, str]]] = {t.name: [(c.name, c.type) for c in t
 
 
 def column_names(table: str) -> list[str]:
-    """The columns a computation fills, in order: every column but ``model_name``, which the IO manager
-    (or the asset writing a side table) fills from the asset's model."""
-    return [c.name for c in SPECS[table].columns if c.name != MODEL_COLUMN]
+    """The columns a computation fills, in order: every column but ``model_name`` and ``language``, which the
+    IO manager (or the asset writing a side table) fills from the asset's key."""
+    return [c.name for c in SPECS[table].columns if c.name not in (MODEL_COLUMN, LANGUAGE_COLUMN)]
 
 
 def stored_columns(table: str) -> list[str]:
@@ -413,7 +442,12 @@ def stored_columns(table: str) -> list[str]:
 
 def column_schema(table: str) -> list[tuple[str, str, str]]:
     """(name, DuckDB type without constraints, description) per column; Dagster-free."""
-    return [(c.name, c.type.replace(" PRIMARY KEY", ""), c.description) for c in SPECS[table].columns]
+    return [(c.name, _bare_type(c.type), c.description) for c in SPECS[table].columns]
+
+
+def _bare_type(typ: str) -> str:
+    """The DuckDB type without its constraint or default ("VARCHAR DEFAULT 'python'" -> "VARCHAR")."""
+    return typ.replace(" PRIMARY KEY", "").split(" DEFAULT ")[0]
 
 
 def table_description(table: str) -> str:
@@ -472,7 +506,7 @@ def markdown() -> str:
 
 
 def _md_column(c: Column) -> str:
-    typ = c.type.replace(" PRIMARY KEY", "")
+    typ = _bare_type(c.type)
     name = f"{c.name} `{typ}`" if typ.endswith("[]") else c.name
     if not c.description or (c.name, c.type, c.description) in _SHARED:
         return name

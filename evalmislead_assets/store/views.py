@@ -4,7 +4,9 @@ Views read only the tables declared in schema.py (the upstream tables), so they 
 created in any DuckDB file by any process; the analysis tables (condition_rates,
 bootstrap_comparisons, ...) are summaries already and are queried directly.
 Order matters: a view may use the views above it. Every view keeps `model_name` (its first column)
-and joins on it, so one query sees every model side by side and never pairs two models' rows.
+and joins on it, so one query sees every model side by side and never pairs two models' rows. Every view
+ends with `language` (issue 29; rows of two languages never join: their task_ids differ, Python/30 and
+Java/30), so `select language, ... from live_rates` sets the languages side by side.
 """
 
 from __future__ import annotations
@@ -24,13 +26,13 @@ VIEWS: dict[str, str] = {
                count(*) FILTER (WHERE outcome = 'misleading') AS n_misleading,
                count(*) FILTER (WHERE outcome = 'effective') AS n_effective,
                count(*) FILTER (WHERE outcome = 'both_pass') AS n_both_pass,
-               count(*) FILTER (WHERE outcome = 'both_fail') AS n_both_fail
+               count(*) FILTER (WHERE outcome = 'both_fail') AS n_both_fail, language
         FROM test_outcomes GROUP BY ALL
     """,
     # one row per misleading test, with the test module it came from
     "misleading_tests": f"""
         SELECT o.model_name, o.condition, o.thinking, o.task_id, o.problem_idx, o.test_id, o.buggy_detail,
-               o.fixed_detail, g.source
+               o.fixed_detail, g.source, o.language
         FROM test_outcomes o
         LEFT JOIN generated_tests g ON {same('o', 'g')}
         WHERE o.outcome = 'misleading'
@@ -38,7 +40,7 @@ VIEWS: dict[str, str] = {
     # every executed test with the function under test
     "test_results": """
         SELECT o.model_name, o.condition, o.thinking, o.task_id, o.problem_idx, p.entry_point, o.test_id,
-               o.buggy_status, o.fixed_status, o.outcome, o.seconds
+               o.buggy_status, o.fixed_status, o.outcome, o.seconds, o.language
         FROM test_outcomes o LEFT JOIN problems p USING (task_id)
     """,
     # one row per answer: truncation, import, tests collected and run, the four cells
@@ -48,14 +50,14 @@ VIEWS: dict[str, str] = {
                t.import_ok, t.extraction, t.n_tests AS n_tests_collected,
                coalesce(c.n_tests, 0) AS n_tests, coalesce(c.n_misleading, 0) AS n_misleading,
                coalesce(c.n_effective, 0) AS n_effective, coalesce(c.n_both_pass, 0) AS n_both_pass,
-               coalesce(c.n_both_fail, 0) AS n_both_fail
+               coalesce(c.n_both_fail, 0) AS n_both_fail, g.language
         FROM test_generations g
         LEFT JOIN generated_tests t ON {same('g', 't')}
         LEFT JOIN problem_cells c ON {same('g', 'c')}
     """,
     # answers that hit the token cap, with how many tests they still yielded
     "truncated_answers": """
-        SELECT model_name, condition, thinking, task_id, completion_tokens, import_ok, n_tests
+        SELECT model_name, condition, thinking, task_id, completion_tokens, import_ok, n_tests, language
         FROM answers WHERE truncated
     """,
     # test files (answers with code) that could not be imported or collected against either version, with
@@ -63,7 +65,7 @@ VIEWS: dict[str, str] = {
     "unimportable_tests": """
         SELECT model_name, condition, thinking, task_id, extraction, finish_reason, error,
                coalesce(regexp_matches(error, '^collected against the (buggy|fixed) version only'), false)
-                 AS one_version_only
+                 AS one_version_only, language
         FROM generated_tests WHERE NOT import_ok AND source IS NOT NULL
     """,
     # pooled rates straight from the outcomes (no intervals; condition_rates has them)
@@ -72,7 +74,7 @@ VIEWS: dict[str, str] = {
                count(*) FILTER (WHERE outcome = 'misleading') AS n_misleading,
                count(*) FILTER (WHERE outcome = 'effective') AS n_effective,
                round(100.0 * count(*) FILTER (WHERE outcome = 'misleading') / count(*), 1) AS misleading_pct,
-               round(100.0 * count(*) FILTER (WHERE outcome = 'effective') / count(*), 1) AS effective_pct
-        FROM test_outcomes GROUP BY ALL ORDER BY model_name, thinking, condition
+               round(100.0 * count(*) FILTER (WHERE outcome = 'effective') / count(*), 1) AS effective_pct, language
+        FROM test_outcomes GROUP BY ALL ORDER BY model_name, language, thinking, condition
     """,
 }

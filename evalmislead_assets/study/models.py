@@ -23,10 +23,13 @@ Plain data (no Dagster). The file lists one ``[[models]]`` table per model::
     # api_model = "gpt-4o-mini"       # the model id sent in every body (urls only; else the server's alias)
 
 Top level, the study's own settings: ``problems = "0-9,30"`` (or a list of numbers; EVALMISLEAD_PROBLEMS and
-``evalmislead run --problems`` override it).
+``evalmislead run --problems`` override it), and ``languages = ["python", "java", "js"]`` (default
+``["python"]``): the HumanEvalPack splits the study runs (issue 29; docs/languages.md).
 
 A study of one model keeps the asset keys unprefixed (``test_generations``); with several, each
-model's assets are prefixed with its key (``qwen2_5_coder_1_5b/test_generations``).
+model's assets are prefixed with its key (``qwen2_5_coder_1_5b/test_generations``). Python keeps those keys;
+every other language's assets carry the language inside the model's prefix (``java/test_generations``,
+``qwen2_5_coder_1_5b/js/test_generations``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,13 @@ _KEYS = {"name", "bundled", "gguf", "urls", "slots", "chat_template_kwargs", "ma
          "spec_max_tokens_off",
          "parameters", "family", "thinking", "api_key_env", "headers", "api", "api_model"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+# The languages a study can run: Python (the study as fixed in PROTOCOL.md) and the two other HumanEvalPack
+# splits with a chain of their own (evalmislead_assets/polyglot/). Python is the default and keeps today's keys.
+LANGUAGES: tuple[str, ...] = ("python", "java", "js")
+DEFAULT_LANGUAGE = "python"
+LANGUAGE_NAMES = {"python": "Python", "java": "Java", "js": "JavaScript"}
 
 
 class StudyError(ConfigError):
@@ -143,6 +153,12 @@ def model_reach(model: ModelSpec, source: str, env_urls: Iterable[str] = (), env
 class Study:
     models: tuple[ModelSpec, ...]
     source: str  # the file it was read from (or "built-in")
+    languages: tuple[str, ...] = (DEFAULT_LANGUAGE,)  # in the file's order; "python" keeps unprefixed keys
+
+    @property
+    def other_languages(self) -> tuple[str, ...]:
+        """The languages whose assets carry the language as a key prefix (every one but Python)."""
+        return tuple(lang for lang in self.languages if lang != DEFAULT_LANGUAGE)
 
     @property
     def prefixed(self) -> bool:
@@ -241,9 +257,10 @@ def parse_study(text: str, source: str, bundled_names: Iterable[str]) -> Study:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise StudyError(f"{source} is not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - {"models", "problems"})
+    unknown = sorted(set(data) - {"models", "problems", "languages"})
     if unknown:
-        raise StudyError(f"{source}: unknown top-level key(s) {unknown}; allowed: models, problems")
+        raise StudyError(f"{source}: unknown top-level key(s) {unknown}; allowed: models, problems, languages")
+    languages = parse_languages(data.get("languages", [DEFAULT_LANGUAGE]), source)
     problems = data.get("problems")
     if problems is not None and not (isinstance(problems, str) or (
             isinstance(problems, list) and all(isinstance(p, int) and not isinstance(p, bool) for p in problems))):
@@ -254,7 +271,24 @@ def parse_study(text: str, source: str, bundled_names: Iterable[str]) -> Study:
     names = list(bundled_names)
     models = tuple(_model(m, f"{source} [[models]] #{i + 1}", names) for i, m in enumerate(raw_models))
     _check_unique(models, source)
-    return Study(models, source)
+    clash = [m.name for m in models if m.key in LANGUAGES]
+    if clash:
+        raise StudyError(f"{source}: model {clash[0]!r} has a language's name as key; rename it (a language is an "
+                         "asset-key prefix inside the model's)")
+    return Study(models, source, languages)
+
+
+def parse_languages(raw: Any, source: str) -> tuple[str, ...]:
+    """``languages = [...]`` of the study file: a non-empty list of distinct allowed names, in the file's order."""
+    allowed = ", ".join(f'"{lang}"' for lang in LANGUAGES)
+    if (not isinstance(raw, list) or not raw or not all(isinstance(v, str) for v in raw)
+            or any(v not in LANGUAGES for v in raw) or len(set(raw)) != len(raw)):
+        raise StudyError(f"{source}: languages = {raw!r} must be a non-empty list of distinct names from "
+                         f"{allowed}, e.g. languages = [\"python\", \"java\"]")
+    if DEFAULT_LANGUAGE not in raw:  # Python's chain is the study's own (PROTOCOL.md); the others sit beside it
+        raise StudyError(f"{source}: languages = {raw!r} must include \"python\" (the study's own chain; "
+                         f"allowed: {allowed})")
+    return tuple(raw)
 
 
 def _check_unique(models: Iterable[ModelSpec], source: str) -> None:
@@ -290,4 +324,4 @@ def select(study: Study, names: Iterable[str], bundled_defaults: Mapping[str, Mo
     if len({m.name for m in chosen}) != len(chosen):  # before the key check, which a repeated name also trips
         raise StudyError(f"a model is named twice in {', '.join(m.name for m in chosen)}")
     _check_unique(chosen, study.source)
-    return Study(tuple(chosen), study.source)
+    return Study(tuple(chosen), study.source, study.languages)

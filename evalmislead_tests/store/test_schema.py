@@ -43,7 +43,8 @@ def test_every_table_is_described_and_column_schema_is_plain_data() -> None:
         assert spec.description and "\n" not in spec.description, name
         cols = schema.column_schema(name)
         assert [c for c, _, _ in cols] == schema.stored_columns(name) == [c for c, _ in schema.TABLES[name]]
-        assert schema.column_names(name) == [c for c in schema.stored_columns(name) if c != schema.MODEL_COLUMN]
+        assert schema.column_names(name) == [c for c in schema.stored_columns(name)
+                                             if c not in (schema.MODEL_COLUMN, schema.LANGUAGE_COLUMN)]
         assert all(isinstance(x, str) and "PRIMARY KEY" not in t for c, t, d in cols for x in (c, t, d))
     assert ("test_ids", "VARCHAR[]", "collected pytest node ids, in file order") in schema.column_schema(
         "generated_tests")

@@ -289,7 +289,8 @@ def test_rows_without_a_model_belong_to_the_study_files_first_model_whatever_is_
     monkeypatch.setenv("EVALMISLEAD_MODELS", "qwen2.5-coder-1.5b")
     assert study_models.study().names == ["qwen2.5-coder-1.5b"]
     assert study_models.unnamed_rows_model() == "qwen2.5-coder-0.5b"
-    assert study_models.model_filter_sql("qwen2.5-coder-1.5b")[1] == ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
+    assert study_models.model_filter_sql("qwen2.5-coder-1.5b")[1] == ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b",
+                                                                        "python"]
 
 
 def test_thinking_on_for_a_bundled_coder_is_refused_in_one_line(tmp_path, monkeypatch):

@@ -1,0 +1,183 @@
+"""One model's JavaScript or Java chain: model_specs [thinking] -> test_generations -> generated_tests ->
+test_outcomes [condition x thinking], under the key prefix ``[<model>/]<language>/`` (docs/languages.md).
+
+The same asset names, partitions and tables as Python's chain (assets/generation.py, assets/execution.py), so
+the lineage graph shows each language's branch and one selection materialises or backfills one language
+alone; the request path is Python's own (``generation._generate``: cache, thinking refusal, errors), the
+prompts are the language's (prompts/java/, prompts/js/), the runners and oracle are ``polyglot/``. Coverage
+and mutation are not built for these languages (not estimable offline: ``polyglot.tables.NOT_ESTIMABLE``).
+"""
+
+import time
+
+import pandas as pd
+from dagster import (
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetIn,
+    AssetsDefinition,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
+
+from evalmislead_assets import settings
+from evalmislead_assets.assets.generation import (
+    _SPECS_OF_SAME_THINKING, THINKING_CHECK, GenerationConfig, _generate, _max_tokens, _metadata, _specs_for,
+    _without_empty_specs, thinking_check,
+)
+from evalmislead_assets.assets.model_scope import language_key, model_of, problem_keys
+from evalmislead_assets.execution.cells import cell_counts, cell_rates
+from evalmislead_assets.llm.types import BatchStats
+from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
+from evalmislead_assets.polyglot import prompts as language_prompts
+from evalmislead_assets.polyglot import tables
+from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.store.text_repair import text_column
+from evalmislead_assets.study.models import LANGUAGE_NAMES, ModelSpec, Study
+from evalmislead_assets.study.problems import study_problems_from
+
+
+def _template_version(language: str, kind: str) -> str:
+    try:
+        sha = language_prompts.load_language_template(language, kind, settings.prompts_dir()).sha256[:12]
+    except (OSError, UnicodeDecodeError):
+        sha = "unreadable"
+    return f"generation-1+{language}/{kind}-{sha}"
+
+
+def _study_problems(problems: pd.DataFrame, validation: pd.DataFrame) -> pd.DataFrame:
+    """The language's validated problems in the study's subset (EVALMISLEAD_PROBLEMS / study.toml). The
+    validation covers the subset it was run for: a problem of the subset it never saw fails the step (it would
+    otherwise drop out silently)."""
+    subset = settings.problem_subset()
+    seen = set(problems.loc[problems["task_id"].isin(validation["task_id"]), "problem_idx"].astype(int))
+    unseen = sorted(set(subset if subset is not None else problems["problem_idx"].astype(int)) - seen)
+    if unseen:
+        shown = ", ".join(map(str, unseen[:10])) + (f" and {len(unseen) - 10} more" if len(unseen) > 10 else "")
+        raise Failure(f"problem_validation of this language has no row for problem(s) {shown}; materialize it "
+                      "again for the study's problems first")
+    return study_problems_from(problems, validation, subset)
+
+
+def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinition]:
+    """The four chain assets of one model and one language other than Python."""
+    name = LANGUAGE_NAMES[language]
+    group = f"{model.key}__{language}" if study.prefixed else language
+    problems_key, validation_key = problem_keys(language)
+    problem_ins = {"problems": AssetIn(key=problems_key),
+                   "problem_validation": AssetIn(key=validation_key, metadata={"columns": ["task_id", "valid"]})}
+    specs_key, generations_key, generated_key, outcomes_key = (
+        language_key(study, model, language, n)
+        for n in ("model_specs", "test_generations", "generated_tests", "test_outcomes"))
+
+    @asset(key=specs_key, partitions_def=thinking_partitions, ins=problem_ins, group_name=group,
+           metadata={"partition_expr": "thinking", "replace_by": "task_id"},
+           code_version=_template_version(language, language_prompts.SPEC_TEMPLATE),
+           check_specs=[AssetCheckSpec(THINKING_CHECK, asset=specs_key)],
+           description=f"One {name} doc comment per problem, written by the model from the buggy code "
+                       f"(prompts/{language}/spec.md).")
+    def model_specs(context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource,
+                    llm: LLMResource, problems: pd.DataFrame, problem_validation: pd.DataFrame):  # noqa: ANN202
+        thinking = str(context.partition_key)
+        chosen = _study_problems(problems, problem_validation)
+        template = language_prompts.load_language_template(language, language_prompts.SPEC_TEMPLATE,
+                                                           settings.prompts_dir())
+        rendered = [language_prompts.spec_prompt(p, template) for p in tables.problems_from_rows(chosen, language)]
+        df, results, stats = _generate(context, warehouse.get(), llm, "model_specs", None, thinking, chosen,
+                                       rendered, config)
+        df.insert(0, "thinking", thinking)
+        df["spec_text"] = text_column([None if r.error else language_prompts.extract_spec(r.text) for r in results])
+        metadata = _metadata(results, stats, template.sha256,
+                             _max_tokens(config, thinking, model_of(context), "model_specs"), df)
+        return MaterializeResult(value=df, metadata=metadata,
+                                 check_results=[thinking_check(context.asset_key, thinking, results)])
+
+    @asset(key=generations_key, partitions_def=condition_thinking_partitions, group_name=group,
+           ins={**problem_ins, "model_specs": AssetIn(key=specs_key, partition_mapping=_SPECS_OF_SAME_THINKING,
+                                                      metadata={"columns": ["thinking", "task_id", "spec_text",
+                                                                            "error"]})},
+           metadata={"replace_by": "task_id"},
+           code_version=_template_version(language, language_prompts.TEST_TEMPLATE),
+           check_specs=[AssetCheckSpec(THINKING_CHECK, asset=generations_key)],
+           description=f"The model's answer to the {name} test-generation prompt "
+                       f"(prompts/{language}/test_generation.md), one per problem.")
+    def test_generations(context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource,
+                         llm: LLMResource, problems: pd.DataFrame, problem_validation: pd.DataFrame,
+                         model_specs: pd.DataFrame):  # noqa: ANN202
+        condition, thinking = split_key(context.partition_key)
+        chosen = _study_problems(problems, problem_validation)
+        specs: dict[str, str] = {}
+        skipped = pd.DataFrame(columns=["task_id", "problem_idx", "error", "created_at"])
+        if condition == "model_spec":
+            specs = _specs_for(model_specs, thinking, chosen["task_id"].tolist())
+            chosen, skipped = _without_empty_specs(model_specs, thinking, chosen)
+        template = language_prompts.load_language_template(language, language_prompts.TEST_TEMPLATE,
+                                                           settings.prompts_dir())
+        rendered = [language_prompts.generation_prompt(p, condition, specs.get(p.task_id), template)
+                    for p in tables.problems_from_rows(chosen, language)]
+        if len(chosen) or skipped.empty:
+            df, results, stats = _generate(context, warehouse.get(), llm, "test_generations", condition, thinking,
+                                           chosen, rendered, config)
+        else:
+            df, results, stats = skipped.iloc[0:0], [], BatchStats()
+        if len(skipped):
+            df = pd.concat([df, skipped], ignore_index=True).sort_values("problem_idx", kind="stable")
+        df.insert(0, "thinking", thinking)
+        df.insert(0, "condition", condition)
+        metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking, model_of(context)), df)
+        metadata["empty_model_specs"] = len(skipped)
+        return MaterializeResult(value=df, metadata=metadata,
+                                 check_results=[thinking_check(context.asset_key, thinking, results)])
+
+    @asset(key=generated_key, partitions_def=condition_thinking_partitions, group_name=group,
+           ins={"test_generations": AssetIn(key=generations_key, metadata={
+               "columns": ["task_id", "problem_idx", "response_text", "finish_reason", "error"],
+               "order_by": "problem_idx"}), "problems": AssetIn(key=problems_key)},
+           description=f"The {name} test file extracted from each answer and its test ids, collected against both "
+                       f"versions ({'node:test' if language == 'js' else 'JUnit 5'}); a file that does not load "
+                       "or compile has zero tests and a reason.")
+    def generated_tests(context: AssetExecutionContext, test_generations: pd.DataFrame,
+                        problems: pd.DataFrame):  # noqa: ANN201 (MaterializeResult with a value)
+        condition, thinking = split_key(context.partition_key)
+        by_task = {p.task_id: p for p in tables.problems_from_rows(problems, language)}
+        max_tests = settings.max_tests_per_answer()
+        start = time.monotonic()
+        df = tables.generated_test_rows(test_generations, by_task, max_tests)
+        wall = time.monotonic() - start
+        has_source = df["source"].notna()
+        return MaterializeResult(value=df.assign(condition=condition, thinking=thinking), metadata={
+            "answers": len(df), "tests": int(df["n_tests"].sum()),
+            "files_with_tests": int((df["n_tests"] > 0).sum()), "no_code_found": int((~has_source).sum()),
+            "not_loadable": int((has_source & ~df["import_ok"]).sum()),
+            "max_tests_per_answer": max_tests, "wall_s": round(wall, 2),
+        })
+
+    @asset(key=outcomes_key, partitions_def=condition_thinking_partitions, group_name=group,
+           ins={"generated_tests": AssetIn(key=generated_key, metadata={
+               "columns": ["task_id", "problem_idx", "source", "test_ids", "n_tests"], "order_by": "problem_idx"}),
+               "problems": AssetIn(key=problems_key)},
+           description=f"Every {name} test run against the buggy and the fixed version, each in its own confined "
+                       "process with a nonce channel (10 s); statuses and the four cells.")
+    def test_outcomes(context: AssetExecutionContext, generated_tests: pd.DataFrame,
+                      problems: pd.DataFrame):  # noqa: ANN201 (MaterializeResult with a value)
+        condition, thinking = split_key(context.partition_key)
+        by_task = {p.task_id: p for p in tables.problems_from_rows(problems, language)}
+        start = time.monotonic()
+        df = tables.outcome_rows(generated_tests, by_task)
+        wall = time.monotonic() - start
+        counts = cell_counts(df["outcome"])
+        rates = ({f"{k}_rate": round(v, 4) for k, v in cell_rates(counts).items()} if len(df)
+                 else {"rates": "not estimable: no test"})
+        return MaterializeResult(value=df.assign(condition=condition, thinking=thinking), metadata={
+            "tests": len(df), **dict(counts), **rates,
+            "coverage": f"not estimable for {name}: {tables.NOT_ESTIMABLE['line_coverage']}",
+            "mutation_score": f"not estimable for {name}: {tables.NOT_ESTIMABLE['mutation_score']}",
+            "statuses": MetadataValue.json({f"{v}:{s}": int((df[f"{v}_status"] == s).sum())
+                                            for v in ("buggy", "fixed") for s in df[f"{v}_status"].unique()}),
+            "wall_s": round(wall, 2),
+        })
+
+    return [model_specs, test_generations, generated_tests, test_outcomes]
+
