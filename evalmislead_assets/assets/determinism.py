@@ -101,8 +101,13 @@ def determinism_probe(
     except LLMUnreachable as exc:
         raise Failure(description=str(exc)) from None
     line = batch_errors_line("determinism_probe", [str(t) for t in drawn["task_id"]], [r.error for r in results])
-    if line:  # an error is not a re-generated answer: the probe would measure the server's faults
-        raise Failure(description=line.split("; the ")[0] + "; re-run the probe once the server answers")
+    if line:
+        # A failed request is not a re-generated answer: its row keeps probe_error and is left out of the identity
+        # figures (analysis.determinism.summarize), which the report prints with "k requests failed". The probe
+        # does not fail the run: on a loaded machine one live request can outlast its timeout, and the report
+        # built from the stored answers must not be lost to it.
+        context.log.warning(line.split("; the ")[0] + "; those requests are counted as failed, not compared "
+                            "(re-materialize determinism_probe once the server answers)")
 
     frame = scoring_frame(drawn, results)
     by_key = problems_for(frame, drawn, problems.set_index("task_id"))
