@@ -113,15 +113,20 @@ def main() -> int:
     def append_pack() -> None:
         if not args.pack:
             return
+        before = pack_size(Path(args.pack))
         cmd = [sys.executable, "-m", "evalmislead_assets.cli", "answers", "export", "--append", args.pack]
         done = subprocess.run(cmd, capture_output=True, text=True)
         print(f"record: pack: {(done.stdout or done.stderr).strip().splitlines()[-1:] or ['?']}", flush=True)
         # a block replayed from llm_cache adds nothing: no commit (only the manifest's time would change)
-        if args.commit and done.returncode == 0 and " 0 answers added" not in done.stdout:
+        if args.commit and done.returncode == 0 and pack_size(Path(args.pack)) != before:
             commit_pack(Path(args.pack))
 
+    def pack_size(folder: Path) -> int | None:
+        manifest = folder / "manifest.json"
+        return json.loads(manifest.read_text())["answers"] if manifest.exists() else None
+
     def commit_pack(folder: Path) -> None:
-        n = json.loads((folder / "manifest.json").read_text())["answers"]
+        n = pack_size(folder)
         for attempt in range(5):  # another git command may hold the index for a moment
             subprocess.run(["git", "add", "--", str(folder)], cwd=ROOT, capture_output=True)
             done = subprocess.run(["git", "commit", "-q", "-m", f"Recorded 1.5B run: answer pack slice, {n} answers "

@@ -2,6 +2,7 @@
 
 import warnings
 from datetime import datetime, timezone
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import pandas as pd
@@ -126,16 +127,24 @@ def problem_ranges(indices: list[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
+def _stored_rows(context: AssetExecutionContext, wh: Warehouse, table: str, condition: Optional[str],
+                 thinking: str, columns: Sequence[str]) -> Optional[pd.DataFrame]:
+    """``columns`` of the rows this step's partition (and model, language) holds now; None on a fresh file."""
+    where, params = model_sql(context)
+    clause = "thinking = ?" + (" AND condition = ?" if condition else "")
+    try:
+        return wh.query_df(f"SELECT {', '.join(columns)} FROM {table} WHERE {clause} AND {where}",
+                           [thinking, *([condition] if condition else []), *params])
+    except Exception:  # a first run on a fresh file: nothing stored to keep
+        return None
+
+
 def slice_note(context: AssetExecutionContext, wh: Warehouse, table: str, condition: Optional[str], thinking: str,
                asked: list[int]) -> Optional[str]:
     """One line when this run's problems differ from what the partition holds (issue 27, 3c): a run over a
     slice replaces only its own problems' answers, so the partition keeps the others and grows."""
-    where, params = model_sql(context)
-    clause = "thinking = ?" + (" AND condition = ?" if condition else "")
-    try:
-        stored = wh.query_df(f"SELECT DISTINCT problem_idx FROM {table} WHERE {clause} AND {where}",
-                             [thinking, *([condition] if condition else []), *params])
-    except Exception:  # a first run on a fresh file: nothing stored to keep
+    stored = _stored_rows(context, wh, table, condition, thinking, ["problem_idx"])
+    if stored is None:
         return None
     held = {int(i) for i in stored["problem_idx"].dropna()}
     kept = held - set(asked)
@@ -158,12 +167,8 @@ VERSION_COLUMNS = ("task_id", "cache_key", "model", "template_sha256", "response
 def answers_version(context: AssetExecutionContext, wh: Warehouse, table: str, condition: Optional[str],
                     thinking: str, df: pd.DataFrame) -> DataVersion:
     """The partition's data version once ``df`` is stored (see VERSION_COLUMNS)."""
-    where, params = model_sql(context)
-    clause = "thinking = ?" + (" AND condition = ?" if condition else "")
-    try:
-        stored = wh.query_df(f"SELECT {', '.join(VERSION_COLUMNS)} FROM {table} WHERE {clause} AND {where}",
-                             [thinking, *([condition] if condition else []), *params])
-    except Exception:  # a first run on a fresh file: nothing stored to keep
+    stored = _stored_rows(context, wh, table, condition, thinking, VERSION_COLUMNS)
+    if stored is None:
         stored = pd.DataFrame(columns=list(VERSION_COLUMNS))
     kept = stored[~stored["task_id"].isin(set(df["task_id"].astype(str)))]
     return DataVersion(rows_sha256(pd.concat([kept, df], ignore_index=True), VERSION_COLUMNS))
@@ -340,16 +345,33 @@ def test_generations(
 ):  # -> MaterializeResult(value=DataFrame); no annotation: its checks make it multi-output
     condition, thinking = split_key(context.partition_key)
     wh = warehouse.get()  # answers go to llm_cache / llm_calls one by one as they arrive
-    problems = study_problems(problems, problem_validation)
-    records = problems.to_dict("records")
-    specs = _specs_for(model_specs, thinking, [p["task_id"] for p in records]) if condition == "model_spec" else {}
+    template = prompts.load_template(prompts.TEST_TEMPLATE, settings.prompts_dir())
+    df, results, metadata = generation_partition(
+        context, wh, llm, config, condition, thinking, study_problems(problems, problem_validation), model_specs,
+        template.sha256, lambda chosen, specs: [prompts.generation_prompt(p, condition, specs.get(p["task_id"]),
+                                                                          template)
+                                                for p in chosen.to_dict("records")])
+    # the partition's rows are replaced by the IO manager (one transaction)
+    return MaterializeResult(value=df, metadata=metadata,
+                             check_results=[thinking_check(context.asset_key, thinking, results)],
+                             data_version=answers_version(context, wh, "test_generations", condition, thinking, df))
+
+
+def generation_partition(
+    context: AssetExecutionContext, wh: Warehouse, llm: LLMResource, config: GenerationConfig, condition: str,
+    thinking: str, problems: pd.DataFrame, model_specs: pd.DataFrame, template_sha256: str,
+    render: Callable[[pd.DataFrame, dict[str, str]], list[prompts.Rendered]],
+) -> tuple[pd.DataFrame, list[ChatResult], dict[str, Any]]:
+    """One test_generations partition's rows, results and metadata, whatever the language: ``render(problems,
+    specs)`` gives the prompts of the problems to ask; under model_spec a problem whose spec is empty is not
+    asked and gets its error row instead."""
+    specs: dict[str, str] = {}
     skipped = pd.DataFrame(columns=["task_id", "problem_idx", "error", "created_at"])
     if condition == "model_spec":
+        specs = _specs_for(model_specs, thinking, problems["task_id"].tolist())
         problems, skipped = _without_empty_specs(model_specs, thinking, problems)
-        records = problems.to_dict("records")
-    template = prompts.load_template(prompts.TEST_TEMPLATE, settings.prompts_dir())
-    rendered = [prompts.generation_prompt(p, condition, specs.get(p["task_id"]), template) for p in records]
-    if records or skipped.empty:  # (no problem at all: _generate fails with its message)
+    rendered = render(problems, specs)
+    if len(problems) or skipped.empty:  # (no problem at all: _generate fails with its message)
         df, results, stats = _generate(context, wh, llm, "test_generations", condition, thinking, problems, rendered,
                                        config)
     else:  # every spec is empty: nothing to send
@@ -358,9 +380,6 @@ def test_generations(
         df = pd.concat([df, skipped], ignore_index=True).sort_values("problem_idx", kind="stable")
     df.insert(0, "thinking", thinking)
     df.insert(0, "condition", condition)
-    metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking, model_of(context)), df)
+    metadata = _metadata(results, stats, template_sha256, _max_tokens(config, thinking, model_of(context)), df)
     metadata["empty_model_specs"] = len(skipped)
-    # the partition's rows are replaced by the IO manager (one transaction)
-    return MaterializeResult(value=df, metadata=metadata,
-                             check_results=[thinking_check(context.asset_key, thinking, results)],
-                             data_version=answers_version(context, wh, "test_generations", condition, thinking, df))
+    return df, results, metadata

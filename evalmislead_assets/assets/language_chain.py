@@ -24,12 +24,11 @@ from dagster import (
 
 from evalmislead_assets import settings
 from evalmislead_assets.assets.generation import (
-    _SPECS_OF_SAME_THINKING, THINKING_CHECK, GenerationConfig, _generate, _max_tokens, _metadata, _specs_for,
-    _without_empty_specs, thinking_check,
+    _SPECS_OF_SAME_THINKING, THINKING_CHECK, GenerationConfig, _generate, _max_tokens, _metadata,
+    generation_partition, thinking_check,
 )
 from evalmislead_assets.assets.model_scope import language_key, model_of, problem_keys
 from evalmislead_assets.execution.cells import cell_counts, cell_rates
-from evalmislead_assets.llm.types import BatchStats
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
 from evalmislead_assets.polyglot import prompts as language_prompts
 from evalmislead_assets.polyglot import tables
@@ -107,27 +106,13 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
                          llm: LLMResource, problems: pd.DataFrame, problem_validation: pd.DataFrame,
                          model_specs: pd.DataFrame):  # noqa: ANN202
         condition, thinking = split_key(context.partition_key)
-        chosen = _study_problems(problems, problem_validation)
-        specs: dict[str, str] = {}
-        skipped = pd.DataFrame(columns=["task_id", "problem_idx", "error", "created_at"])
-        if condition == "model_spec":
-            specs = _specs_for(model_specs, thinking, chosen["task_id"].tolist())
-            chosen, skipped = _without_empty_specs(model_specs, thinking, chosen)
         template = language_prompts.load_language_template(language, language_prompts.TEST_TEMPLATE,
                                                            settings.prompts_dir())
-        rendered = [language_prompts.generation_prompt(p, condition, specs.get(p.task_id), template)
-                    for p in tables.problems_from_rows(chosen, language)]
-        if len(chosen) or skipped.empty:
-            df, results, stats = _generate(context, warehouse.get(), llm, "test_generations", condition, thinking,
-                                           chosen, rendered, config)
-        else:
-            df, results, stats = skipped.iloc[0:0], [], BatchStats()
-        if len(skipped):
-            df = pd.concat([df, skipped], ignore_index=True).sort_values("problem_idx", kind="stable")
-        df.insert(0, "thinking", thinking)
-        df.insert(0, "condition", condition)
-        metadata = _metadata(results, stats, template.sha256, _max_tokens(config, thinking, model_of(context)), df)
-        metadata["empty_model_specs"] = len(skipped)
+        df, results, metadata = generation_partition(
+            context, warehouse.get(), llm, config, condition, thinking, _study_problems(problems, problem_validation),
+            model_specs, template.sha256,
+            lambda chosen, specs: [language_prompts.generation_prompt(p, condition, specs.get(p.task_id), template)
+                                   for p in tables.problems_from_rows(chosen, language)])
         return MaterializeResult(value=df, metadata=metadata,
                                  check_results=[thinking_check(context.asset_key, thinking, results)])
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -40,18 +42,25 @@ def test_a_model_named_like_a_language_is_refused() -> None:
         parse_study('[[models]]\nname = "java"\nbundled = "qwen2.5-coder-0.5b"\n', "s", BUNDLED)
 
 
-def _keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> set[str]:
+@contextmanager
+def _study_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> Iterator[None]:
+    """``text`` as the study file (EVALMISLEAD_STUDY) while the block runs; the study is read afresh on both ends."""
     path = tmp_path / "study.toml"
     path.write_text(text)
     monkeypatch.setenv("EVALMISLEAD_STUDY", str(path))
     monkeypatch.delenv("EVALMISLEAD_MODELS", raising=False)
     study_models.reset()
-    from evalmislead_assets.definitions import build
-
     try:
-        return {k.to_user_string() for k in build(study_models.study()).resolve_asset_graph().get_all_asset_keys()}
+        yield
     finally:
         study_models.reset()
+
+
+def _keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> set[str]:
+    from evalmislead_assets.definitions import build
+
+    with _study_file(tmp_path, monkeypatch, text):
+        return {k.to_user_string() for k in build(study_models.study()).resolve_asset_graph().get_all_asset_keys()}
 
 
 def test_the_default_study_keeps_todays_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,12 +81,7 @@ def test_other_languages_sit_inside_the_models_prefix(tmp_path: Path, monkeypatc
 
 
 def test_model_and_language_are_resolved_from_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "study.toml"
-    path.write_text('languages = ["python", "js", "java"]\n' + TWO)
-    monkeypatch.setenv("EVALMISLEAD_STUDY", str(path))
-    monkeypatch.delenv("EVALMISLEAD_MODELS", raising=False)
-    study_models.reset()
-    try:
+    with _study_file(tmp_path, monkeypatch, 'languages = ["python", "js", "java"]\n' + TWO):
         assert study_models.model_for_path(["other", "java", "test_outcomes"]).name == "other"
         assert study_models.language_for_path(["other", "java", "test_outcomes"]) == "java"
         assert study_models.language_for_path(["coder", "test_outcomes"]) == "python"
@@ -85,8 +89,6 @@ def test_model_and_language_are_resolved_from_the_key(tmp_path: Path, monkeypatc
         assert study_models.language_for_path(["js", "problems"]) == "js"
         assert study_models.language_for_path(["language_comparisons"]) is None
         assert study_models.model_filter_sql("coder", "js")[1][1:] == ["coder", "js"]
-    finally:
-        study_models.reset()
 
 
 def test_an_old_data_file_opens_with_every_row_as_pythons(tmp_path: Path) -> None:
@@ -103,21 +105,14 @@ def test_an_old_data_file_opens_with_every_row_as_pythons(tmp_path: Path) -> Non
 
 
 def test_the_chain_jobs_select_every_languages_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "study.toml"
-    path.write_text('languages = ["python", "js"]\n' + ONE)
-    monkeypatch.setenv("EVALMISLEAD_STUDY", str(path))
-    monkeypatch.delenv("EVALMISLEAD_MODELS", raising=False)
-    study_models.reset()
     from evalmislead_assets.definitions import build
 
-    try:
+    with _study_file(tmp_path, monkeypatch, 'languages = ["python", "js"]\n' + ONE):
         defs = build(study_models.study())
         job = defs.resolve_job_def("generation_chain_job")
         keys = {k.to_user_string() for k in job.asset_layer.selected_asset_keys}
         assert keys == {"test_generations", "generated_tests", "test_outcomes", "js/test_generations",
                         "js/generated_tests", "js/test_outcomes"}
-    finally:
-        study_models.reset()
 
 
 def test_pythons_checks_and_report_read_pythons_rows_only(seeded_warehouse: Warehouse) -> None:
