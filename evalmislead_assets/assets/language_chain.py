@@ -5,7 +5,7 @@ The same asset names, partitions and tables as Python's chain (assets/generation
 the lineage graph shows each language's branch and one selection materialises or backfills one language
 alone; the request path is Python's own (``generation._generate``: cache, thinking refusal, errors), the
 prompts are the language's (prompts/java/, prompts/js/), the runners and oracle are ``polyglot/``. Coverage
-and mutation are not built for these languages (not estimable offline: ``polyglot.tables.NOT_ESTIMABLE``).
+and mutation are not built for these languages (not estimable offline: ``analysis.language_comparison.NOT_MEASURED``).
 """
 
 import time
@@ -23,6 +23,7 @@ from dagster import (
 )
 
 from evalmislead_assets import settings
+from evalmislead_assets.analysis.language_comparison import NOT_MEASURED
 from evalmislead_assets.assets.generation import (
     _SPECS_OF_SAME_THINKING, THINKING_CHECK, GenerationConfig, _generate, _max_tokens, _metadata,
     generation_partition, thinking_check,
@@ -157,8 +158,8 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
                  else {"rates": "not estimable: no test"})
         return MaterializeResult(value=df.assign(condition=condition, thinking=thinking), metadata={
             "tests": len(df), **dict(counts), **rates,
-            "coverage": f"not estimable for {name}: {tables.NOT_ESTIMABLE['line_coverage']}",
-            "mutation_score": f"not estimable for {name}: {tables.NOT_ESTIMABLE['mutation_score']}",
+            "coverage": f"not estimable for {name}: {NOT_MEASURED[language]['line_coverage']}",
+            "mutation_score": f"not estimable for {name}: {NOT_MEASURED[language]['mutation_score']}",
             "statuses": MetadataValue.json({f"{v}:{s}": int((df[f"{v}_status"] == s).sum())
                                             for v in ("buggy", "fixed") for s in df[f"{v}_status"].unique()}),
             "wall_s": round(wall, 2),

@@ -25,12 +25,6 @@ from evalmislead_assets.polyglot.scoring import collect_java, collect_js, js_mod
 from evalmislead_assets.store.text_repair import text_column
 from evalmislead_assets.store.values import is_missing
 
-#: why coverage and mutation have no number for these languages (stored and reported, never a 0)
-NOT_ESTIMABLE = {
-    "line_coverage": "no coverage tool offline (JaCoCo for Java, c8/V8 coverage for JavaScript are not installed)",
-    "mutation_score": "no mutation tool offline (PIT for Java, Stryker for JavaScript are not installed)",
-}
-
 _PROBLEM_COLUMNS = ["task_id", "problem_idx", "entry_point", "declaration", "prompt", "canonical_solution",
                     "buggy_solution", "bug_type", "test", "buggy_code", "fixed_code", "source_sha256"]
 
