@@ -24,12 +24,14 @@ def test_oracle_times_out_an_endless_loop() -> None:
     assert not res.passed and res.detail.startswith("timeout")
 
 
-def _pids_with(marker: str) -> list[int]:
+def _pids_with(marker: str, *args: str) -> list[int]:
+    """Processes whose command line holds ``marker`` and each of ``args`` as a whole argument."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
+                cmdline = (entry / "cmdline").read_bytes()
+                if marker.encode() in cmdline and all(a.encode() in cmdline.split(b"\0") for a in args):
                     pids.append(int(entry.name))
             except OSError:
                 continue  # it ended while we looked
@@ -58,8 +60,11 @@ def test_a_version_that_never_ends_dies_on_its_own_when_its_parent_is_killed(bod
                                "import run_oracle\nrun_oracle(sys.argv[1], 'pass', 'f', timeout_s=5.0)",
                                f"# {marker}\n{body}\n"])
 
-    def oracle() -> list[int]:  # the oracle's processes: the parent's argv holds the marker too
-        return [pid for pid in _pids_with(marker) if pid != parent.pid]
+    def oracle() -> list[int]:
+        # The oracle runs `python -I -S -c <script>`. The parent's argv holds the marker too, and so does any
+        # child the parent forks before that child execs (CI: a short-lived helper of an import was taken for
+        # the oracle, the parent was killed before the oracle started, and nothing was left to test).
+        return [pid for pid in _pids_with(marker, "-I", "-S", "-c") if pid != parent.pid]
 
     try:
         deadline = time.monotonic() + 600  # the parent imports the project first: minutes on a loaded machine

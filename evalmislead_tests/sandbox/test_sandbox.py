@@ -4,6 +4,8 @@ nothing outside a test's temporary directory changes, and the other tests' statu
 import hashlib
 import logging
 import os
+import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -157,8 +159,12 @@ EXPECTED = {
 }
 
 
-def _sandbox_processes() -> list[str]:
-    """Processes still running as a sandbox uid, or still sleeping with the test's marker."""
+def _own_processes(*marks: str) -> list[str]:
+    """Live processes whose command line holds one of ``marks``: a test's own. Every process a zygote forks
+    keeps the zygote's argv, which names the batch's folder (under the box's own base_dir), and the daemon the
+    corpus starts carries its marker. A sandbox uid alone does not say whose a process is: other tests run
+    their sandboxes beside this one under xdist (CI: two JavaScript oracles of another test were taken for
+    leftovers of this one)."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -169,8 +175,8 @@ def _sandbox_processes() -> list[str]:
         except OSError:
             continue
         uid = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("Uid:")))
-        if uid >= sandbox.UID_BASE or "MARKER" in cmdline:
-            found.append(f"{pid} uid={uid} {cmdline[:80]}")
+        if any(mark in cmdline for mark in marks):
+            found.append(f"{pid} uid={uid} {cmdline[:120]}")
     return found
 
 
@@ -193,9 +199,21 @@ def test_hostile_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, baselin
     db_hash = hashlib.sha256(db.read_bytes()).hexdigest()
     repo_file = REPO / f"pwned-{uuid.uuid4().hex}.txt"
     tmp_file = Path("/tmp") / f"evalmislead-escape-{uuid.uuid4().hex}"
-    source = HOSTILE + f"\nREPO_FILE = {str(repo_file)!r}\nDB_FILE = {str(db)!r}\nTMP_FILE = {str(tmp_file)!r}\n"
+    marker = f"EVALMISLEAD-DAEMON-{uuid.uuid4().hex}"
+    source = HOSTILE.replace("MARKER", marker) + (f"\nREPO_FILE = {str(repo_file)!r}\nDB_FILE = {str(db)!r}"
+                                                  f"\nTMP_FILE = {str(tmp_file)!r}\n")
+    # A base folder of this test's own (every user can traverse /tmp) names its processes; see _own_processes
+    base = Path(tempfile.mkdtemp(prefix="evalmislead-hostile-"))
+    base.chmod(0o755)
+    try:
+        _run_hostile_corpus(base, marker, source, db, db_hash, repo_file, tmp_file, baseline)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
-    box = Sandbox(Limits(timeout_s=2.0, memory_mb=256), workers=2)
+
+def _run_hostile_corpus(base: Path, marker: str, source: str, db: Path, db_hash: str, repo_file: Path,
+                        tmp_file: Path, baseline: dict[str, str]) -> None:
+    box = Sandbox(Limits(timeout_s=2.0, memory_mb=256), workers=2, base_dir=str(base))
     ids = box.collect([Module(BUGGY, source)])[0].test_ids
     assert ids == list(EXPECTED)
     # The hostile module runs while a normal module runs beside it (two workers).
@@ -220,7 +238,7 @@ def test_hostile_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, baselin
     # nothing escaped: no file outside the test's directory, no process left behind
     assert not repo_file.exists() and not tmp_file.exists()
     assert hashlib.sha256(db.read_bytes()).hexdigest() == db_hash
-    assert _sandbox_processes() == []
+    assert _own_processes(str(base), marker) == []
 
 
 def test_os_exit_and_sys_exit_are_never_a_pass() -> None:
