@@ -269,17 +269,27 @@ def model_specs(
     problems: pd.DataFrame, problem_validation: pd.DataFrame,
 ):  # -> MaterializeResult(value=DataFrame); no annotation: its checks make it multi-output
     thinking = str(context.partition_key)
-    wh = warehouse.get()  # answers go to llm_cache / llm_calls one by one as they arrive
     problems = study_problems(problems, problem_validation)
     template = prompts.load_template(prompts.SPEC_TEMPLATE, settings.prompts_dir())
     rendered = [prompts.spec_prompt(p, template) for p in problems.to_dict("records")]
+    return spec_partition(context, warehouse.get(), llm, config, thinking, problems, rendered, template.sha256,
+                          prompts.extract_spec)
+
+
+def spec_partition(
+    context: AssetExecutionContext, wh: Warehouse, llm: LLMResource, config: GenerationConfig, thinking: str,
+    problems: pd.DataFrame, rendered: list[prompts.Rendered], template_sha256: str,
+    extract: Callable[[str], str],
+) -> MaterializeResult:
+    """One model_specs partition, whatever the language: the answers (to llm_cache / llm_calls one by one as
+    they arrive), ``extract`` reading each spec from its answer, the metadata, the thinking check and the data
+    version. The IO manager replaces the partition's rows in one transaction."""
     df, results, stats = _generate(context, wh, llm, "model_specs", None, thinking, problems, rendered, config)
     df.insert(0, "thinking", thinking)
-    df["spec_text"] = text_column([None if r.error else prompts.extract_spec(r.text) for r in results])
-    metadata = _metadata(results, stats, template.sha256,
+    df["spec_text"] = text_column([None if r.error else extract(r.text) for r in results])
+    metadata = _metadata(results, stats, template_sha256,
                          _max_tokens(config, thinking, model_of(context), "model_specs"), df)
     metadata["empty_specs"] = int(sum(1 for s in df["spec_text"] if not s))
-    # the partition's rows are replaced by the IO manager (one transaction)
     return MaterializeResult(value=df, metadata=metadata,
                              check_results=[thinking_check(context.asset_key, thinking, results)],
                              data_version=answers_version(context, wh, "model_specs", None, thinking, df))
@@ -322,7 +332,7 @@ def _without_empty_specs(
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # the mapping class is marked beta; it is what Dagster infers anyway
-    _SPECS_OF_SAME_THINKING = MultiToSingleDimensionPartitionMapping(partition_dimension_name="thinking")
+    SPECS_OF_SAME_THINKING = MultiToSingleDimensionPartitionMapping(partition_dimension_name="thinking")
 
 
 @asset(
@@ -330,7 +340,7 @@ with warnings.catch_warnings():
     ins={
         **STUDY_PROBLEM_INS,
         # the specs of the same thinking mode; only the model_spec condition uses them
-        "model_specs": AssetIn(partition_mapping=_SPECS_OF_SAME_THINKING,
+        "model_specs": AssetIn(partition_mapping=SPECS_OF_SAME_THINKING,
                                metadata={"columns": ["thinking", "task_id", "spec_text", "error"]}),
     },
     metadata={"replace_by": "task_id"},  # a run over a slice of problems keeps the partition's other answers
@@ -344,27 +354,23 @@ def test_generations(
     problems: pd.DataFrame, problem_validation: pd.DataFrame, model_specs: pd.DataFrame,
 ):  # -> MaterializeResult(value=DataFrame); no annotation: its checks make it multi-output
     condition, thinking = split_key(context.partition_key)
-    wh = warehouse.get()  # answers go to llm_cache / llm_calls one by one as they arrive
     template = prompts.load_template(prompts.TEST_TEMPLATE, settings.prompts_dir())
-    df, results, metadata = generation_partition(
-        context, wh, llm, config, condition, thinking, study_problems(problems, problem_validation), model_specs,
-        template.sha256, lambda chosen, specs: [prompts.generation_prompt(p, condition, specs.get(p["task_id"]),
-                                                                          template)
-                                                for p in chosen.to_dict("records")])
-    # the partition's rows are replaced by the IO manager (one transaction)
-    return MaterializeResult(value=df, metadata=metadata,
-                             check_results=[thinking_check(context.asset_key, thinking, results)],
-                             data_version=answers_version(context, wh, "test_generations", condition, thinking, df))
+    return generation_partition(
+        context, warehouse.get(), llm, config, condition, thinking, study_problems(problems, problem_validation),
+        model_specs, template.sha256,
+        lambda chosen, specs: [prompts.generation_prompt(p, condition, specs.get(p["task_id"]), template)
+                               for p in chosen.to_dict("records")])
 
 
 def generation_partition(
     context: AssetExecutionContext, wh: Warehouse, llm: LLMResource, config: GenerationConfig, condition: str,
     thinking: str, problems: pd.DataFrame, model_specs: pd.DataFrame, template_sha256: str,
     render: Callable[[pd.DataFrame, dict[str, str]], list[prompts.Rendered]],
-) -> tuple[pd.DataFrame, list[ChatResult], dict[str, Any]]:
-    """One test_generations partition's rows, results and metadata, whatever the language: ``render(problems,
-    specs)`` gives the prompts of the problems to ask; under model_spec a problem whose spec is empty is not
-    asked and gets its error row instead."""
+) -> MaterializeResult:
+    """One test_generations partition, whatever the language: its rows, metadata, thinking check and data
+    version. ``render(problems, specs)`` gives the prompts of the problems to ask; under model_spec a problem
+    whose spec is empty is not asked and gets its error row instead. The IO manager replaces the partition's
+    rows in one transaction."""
     specs: dict[str, str] = {}
     skipped = pd.DataFrame(columns=["task_id", "problem_idx", "error", "created_at"])
     if condition == "model_spec":
@@ -382,4 +388,6 @@ def generation_partition(
     df.insert(0, "condition", condition)
     metadata = _metadata(results, stats, template_sha256, _max_tokens(config, thinking, model_of(context)), df)
     metadata["empty_model_specs"] = len(skipped)
-    return df, results, metadata
+    return MaterializeResult(value=df, metadata=metadata,
+                             check_results=[thinking_check(context.asset_key, thinking, results)],
+                             data_version=answers_version(context, wh, "test_generations", condition, thinking, df))

@@ -3,8 +3,9 @@ test_outcomes [condition x thinking], under the key prefix ``[<model>/]<language
 
 The same asset names, partitions and tables as Python's chain (assets/generation.py, assets/execution.py), so
 the lineage graph shows each language's branch and one selection materialises or backfills one language
-alone; the request path is Python's own (``generation._generate``: cache, thinking refusal, errors), the
-prompts are the language's (prompts/java/, prompts/js/), the runners and oracle are ``polyglot/``. Coverage
+alone; the request path is Python's own (``generation.spec_partition`` and ``generation_partition``: cache,
+thinking refusal, errors, metadata, the thinking check, the answers' data version), the prompts are the
+language's (prompts/java/, prompts/js/), the runners and oracle are ``polyglot/``. Coverage
 and mutation are not built for these languages (not estimable offline: ``analysis.language_comparison.NOT_MEASURED``).
 """
 
@@ -25,16 +26,14 @@ from dagster import (
 from evalmislead_assets import settings
 from evalmislead_assets.analysis.language_comparison import NOT_MEASURED
 from evalmislead_assets.assets.generation import (
-    _SPECS_OF_SAME_THINKING, THINKING_CHECK, GenerationConfig, _generate, _max_tokens, _metadata,
-    generation_partition, thinking_check,
+    SPECS_OF_SAME_THINKING, THINKING_CHECK, GenerationConfig, generation_partition, spec_partition,
 )
-from evalmislead_assets.assets.model_scope import language_key, model_of, problem_keys
+from evalmislead_assets.assets.model_scope import language_key, problem_keys
 from evalmislead_assets.execution.cells import cell_counts, cell_rates
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
 from evalmislead_assets.polyglot import prompts as language_prompts
 from evalmislead_assets.polyglot import tables
 from evalmislead_assets.resources import LLMResource, WarehouseResource
-from evalmislead_assets.store.text_repair import text_column
 from evalmislead_assets.study.models import LANGUAGE_NAMES, ModelSpec, Study
 from evalmislead_assets.study.problems import study_problems_from
 
@@ -85,17 +84,11 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
         template = language_prompts.load_language_template(language, language_prompts.SPEC_TEMPLATE,
                                                            settings.prompts_dir())
         rendered = [language_prompts.spec_prompt(p, template) for p in tables.problems_from_rows(chosen, language)]
-        df, results, stats = _generate(context, warehouse.get(), llm, "model_specs", None, thinking, chosen,
-                                       rendered, config)
-        df.insert(0, "thinking", thinking)
-        df["spec_text"] = text_column([None if r.error else language_prompts.extract_spec(r.text) for r in results])
-        metadata = _metadata(results, stats, template.sha256,
-                             _max_tokens(config, thinking, model_of(context), "model_specs"), df)
-        return MaterializeResult(value=df, metadata=metadata,
-                                 check_results=[thinking_check(context.asset_key, thinking, results)])
+        return spec_partition(context, warehouse.get(), llm, config, thinking, chosen, rendered, template.sha256,
+                              language_prompts.extract_spec)
 
     @asset(key=generations_key, partitions_def=condition_thinking_partitions, group_name=group,
-           ins={**problem_ins, "model_specs": AssetIn(key=specs_key, partition_mapping=_SPECS_OF_SAME_THINKING,
+           ins={**problem_ins, "model_specs": AssetIn(key=specs_key, partition_mapping=SPECS_OF_SAME_THINKING,
                                                       metadata={"columns": ["thinking", "task_id", "spec_text",
                                                                             "error"]})},
            metadata={"replace_by": "task_id"},
@@ -109,13 +102,11 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
         condition, thinking = split_key(context.partition_key)
         template = language_prompts.load_language_template(language, language_prompts.TEST_TEMPLATE,
                                                            settings.prompts_dir())
-        df, results, metadata = generation_partition(
+        return generation_partition(
             context, warehouse.get(), llm, config, condition, thinking, _study_problems(problems, problem_validation),
             model_specs, template.sha256,
             lambda chosen, specs: [language_prompts.generation_prompt(p, condition, specs.get(p.task_id), template)
                                    for p in tables.problems_from_rows(chosen, language)])
-        return MaterializeResult(value=df, metadata=metadata,
-                                 check_results=[thinking_check(context.asset_key, thinking, results)])
 
     @asset(key=generated_key, partitions_def=condition_thinking_partitions, group_name=group,
            ins={"test_generations": AssetIn(key=generations_key, metadata={

@@ -91,10 +91,18 @@ def test_python_js_and_java_side_by_side_in_real_dagster_runs(seeded_warehouse: 
                          "llm": LLMResource(urls=fake.url, retries=1, backoff_s=0.2),
                          "judge_llm": LLMResource(urls=fake.url)}
 
+            versioned: set[str] = set()
+
             def run(selection: list[str], key=None) -> None:  # noqa: ANN001
                 result = materialize(assets, selection=[AssetKey.from_user_string(s) for s in selection],
                                      partition_key=key, resources=resources, instance=DagsterInstance.ephemeral())
                 assert result.success
+                # every language's answers carry the data version of the answers themselves (Python's rule), so
+                # the UI marks what was built from changed answers stale in Java and JavaScript too
+                for event in result.get_asset_materialization_events():
+                    m = event.step_materialization_data.materialization
+                    if (m.tags or {}).get("dagster/data_version_is_user_provided") == "true":
+                        versioned.add(m.asset_key.to_user_string())
 
             run(["js/problems", "js/problem_validation", "java/problems", "java/problem_validation"])
             for condition in ("buggy_code", "fixed_code"):
@@ -103,6 +111,7 @@ def test_python_js_and_java_side_by_side_in_real_dagster_runs(seeded_warehouse: 
                     partition_key(condition, "off"))
             run(["language_comparisons", "languages_report"])
             assert fake.chat_requests == 2 * 3 * len(PROBLEMS)
+            assert versioned == {"test_generations", "js/test_generations", "java/test_generations"}
 
         # the problems of each language in the same tables, with their language
         langs = wh.query_df("SELECT language, count(*) AS n FROM problems GROUP BY ALL ORDER BY language")
