@@ -80,15 +80,16 @@ def _primary(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["thinking"] == PRIMARY] if len(df) and "thinking" in df.columns else df
 
 
-def splice(readme: str, section: list[str]) -> str:
-    if BEGIN not in readme or END not in readme:
-        raise ResultsError(f"the README has no Results markers; add a line `{BEGIN}` and a line `{END}`")
-    head, rest = readme.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
+def splice(readme: str, section: list[str], begin: str = BEGIN, end: str = END, name: str = "Results") -> str:
+    """``readme`` with what lies between the markers (they included) replaced by ``section``."""
+    if begin not in readme or end not in readme:
+        raise ResultsError(f"the README has no {name} markers; add a line `{begin}` and a line `{end}`")
+    head, rest = readme.split(begin, 1)
+    _, tail = rest.split(end, 1)
     return head + "\n".join(section) + tail
 
 
-def current(readme: str) -> str:
-    if BEGIN not in readme or END not in readme:
-        raise ResultsError("the README has no Results markers")
-    return BEGIN + readme.split(BEGIN, 1)[1].split(END, 1)[0] + END
+def current(readme: str, begin: str = BEGIN, end: str = END, name: str = "Results") -> str:
+    if begin not in readme or end not in readme:
+        raise ResultsError(f"the README has no {name} markers")
+    return begin + readme.split(begin, 1)[1].split(end, 1)[0] + end
