@@ -43,6 +43,10 @@ ANALYSIS = [
 ]
 # after every model's analysis: the models side by side, their average, the size table (assets/models.py)
 ACROSS_MODELS = ["model_rates", "model_comparisons", "model_average", "model_sizes", "models_report"]
+# each other language of the study (docs/languages.md): its chain after Python's, per model; the languages side
+# by side once every model is done
+LANGUAGE_CHAIN = ["test_generations", "generated_tests", "test_outcomes"]
+ACROSS_LANGUAGES = ["language_comparisons", "languages_report"]
 SCREENING_HINT = ("evalmislead: this run stored no misleading test; docs/bundled-models.md, \"Screening\", shows "
                   "which bundled model writes them (the 1.5B: scripts/bootstrap.sh --model-1.5b, then "
                   "evalmislead run --models qwen2.5-coder-1.5b)")
@@ -149,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
 
     from evalmislead_assets import study_models
     from evalmislead_assets.definitions import defs
+    from evalmislead_assets.assets.model_scope import language_key, problem_keys
     from evalmislead_assets.jobs import model_keys
     from evalmislead_assets.study.conditions import CONDITION_NAMES
     from evalmislead_assets.partitions import partition_key
@@ -209,9 +214,10 @@ def run(args: argparse.Namespace) -> int:
             model.refuse_thinking(mode, study.source)
     runs: list[ModelRun] = []
     down = _check_servers(study, reaches, replay is not None, runs)
-    progress = Progress(cfg.db, cfg.problems, conditions, modes, study.names)
+    progress = Progress(cfg.db, cfg.problems, conditions, modes, study.names, study.languages)
+    others = study.other_languages
     try:
-        step(["problems", "problem_validation", "mutants"])
+        step(["problems", "problem_validation", "mutants", *[k for lang in others for k in problem_keys(lang)]])
     except StepFailed as exc:
         raise SystemExit(_failure_text(exc, _llm_line(cfg.db, progress.since, failed="the run failed"))) from None
     for i, model in enumerate(study.models):  # one model after the other: on a CPU box one server at a time
@@ -227,8 +233,16 @@ def run(args: argparse.Namespace) -> int:
                 for cond in conditions:
                     step(model_keys(study, CHAIN, model), partition_key(cond, mode), f"chain [{cond}|{mode}]")
                     progress.report(f"{who}{cond}|{mode}")
-            current.chain_done = True
             step(model_keys(study, ANALYSIS, model), stage="analysis")
+            for lang in others:  # Java, JavaScript: the same conditions and modes through the language's chain
+                for mode in modes:
+                    step([language_key(study, model, lang, "model_specs")], mode, f"{lang}/model_specs [{mode}]")
+                    progress.report(f"{who}{lang} specs [{mode}]")
+                    for cond in conditions:
+                        step([language_key(study, model, lang, n) for n in LANGUAGE_CHAIN], partition_key(cond, mode),
+                             f"{lang} chain [{cond}|{mode}]")
+                        progress.report(f"{who}{lang} {cond}|{mode}")
+            current.chain_done = True
         except StepFailed as exc:  # this model stops here; the next one goes on (its own server)
             current.failed_at, current.error = exc.stage, exc.failure
             current.until = utc_now()
@@ -242,6 +256,8 @@ def run(args: argparse.Namespace) -> int:
     if any(r.chain_done for r in runs):
         try:
             step(ACROSS_MODELS)
+            if others:
+                step(ACROSS_LANGUAGES)
         except StepFailed as exc:
             across_failed = f"{exc.label} failed: {exc.failure}"
             print(f"evalmislead: {across_failed}", file=sys.stderr, flush=True)
@@ -307,29 +323,31 @@ class Progress:
     """This run's answers stored so far, tokens/s and an ETA, printed after each generation step."""
 
     def __init__(self, db: Path, problems: list[int] | None, conditions: list[str], modes: list[str],
-                 models: list[str]) -> None:
+                 models: list[str], languages: tuple[str, ...] = ("python",)) -> None:
         import datetime as dt
 
         from evalmislead_assets import study_models
 
         self.db, self.conditions, self.modes, self.models = db, conditions, modes, models
+        self.languages = list(languages)
         self.unnamed = study_models.unnamed_rows_model()
         self.problems = list(range(164)) if problems is None else problems
-        self.total = len(models) * len(modes) * (len(conditions) + 1) * len(self.problems)
+        self.total = len(models) * len(languages) * len(modes) * (len(conditions) + 1) * len(self.problems)
         self.start = time.monotonic()
         self.since = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)  # llm_calls.ts is naive UTC
 
     def report(self, label: str) -> None:
         from evalmislead_assets.store.database import Warehouse
 
-        modes, conds, probs, models = self.modes, self.conditions, self.problems, self.models
-        mine = "list_contains(?, coalesce(model_name, ?))"  # rows without a model are the first model's
+        modes, conds, probs, models, langs = self.modes, self.conditions, self.problems, self.models, self.languages
+        # rows without a model are the first model's; every row names its language
+        mine = "list_contains(?, coalesce(model_name, ?)) AND list_contains(?, language)"
         row = Warehouse(self.db).query_df(
             f"SELECT (SELECT count(*) FROM test_generations WHERE list_contains(?, thinking) "
             f"AND list_contains(?, condition) AND list_contains(?, problem_idx) AND {mine}) "
             f"+ (SELECT count(*) FROM model_specs WHERE list_contains(?, thinking) AND list_contains(?, problem_idx) "
             f"AND {mine}) AS answers, (SELECT coalesce(sum(completion_tokens), 0) FROM llm_calls WHERE ts >= ?) AS tokens",
-            [modes, conds, probs, models, self.unnamed, modes, probs, models, self.unnamed, self.since],
+            [modes, conds, probs, models, self.unnamed, langs, modes, probs, models, self.unnamed, langs, self.since],
             read_only=True).iloc[0]
         done, tokens = min(int(row["answers"]), self.total), int(row["tokens"])
         elapsed = time.monotonic() - self.start
@@ -362,6 +380,10 @@ def _print_summary(db: Path, since: object, study: Study, failed: str = "") -> N
     reports = [f / name for f in folders for name in ("report.md", "report.html")] + [base / "models.md"]
     print("\n".join(summary_lines(db, reports, since=since, models=study.names,  # type: ignore[arg-type]
                                   screening_hint=SCREENING_HINT, failed=failed)), flush=True)
+    if study.other_languages:
+        from evalmislead_assets.cli.summary import language_lines
+
+        print("\n".join(language_lines(db, list(study.languages), base / "languages.md")), flush=True)
 
 
 if __name__ == "__main__":

@@ -161,3 +161,18 @@ def summary_lines(
 def _any_misleading(wh: Warehouse) -> bool:
     row = wh.query_df("SELECT count(*) AS n FROM test_outcomes WHERE outcome = 'misleading'", read_only=True)
     return bool(int(row["n"][0]))
+
+
+def language_lines(db: Path, languages: list[str], report: Path) -> list[str]:
+    """Each language's cells per condition (the README's Java and JavaScript table) and where the section
+    "Languages side by side" is."""
+    from evalmislead_assets.report import language_results
+
+    counts = Warehouse(db).query_df(language_results.COUNTS_SQL, read_only=True)
+    counts = counts[counts["language"].isin(languages)]
+    out = ["", f"Languages side by side (paired intervals: {report}; the README's table: "
+               "evalmislead results --languages):"]
+    for (model, thinking), rows in counts.groupby(["model_name", "thinking"], sort=True):
+        table = language_results.counts_table(rows, languages).drop(columns=["truncated", "both pass"])
+        out += ["", f"{model}, thinking {thinking}:", table.to_string(index=False)]
+    return out
