@@ -135,6 +135,22 @@ def port_is_free(host: str, port: int) -> bool:
         return True
 
 
+def keep_niceness(pid: int, nice: int | None = None) -> None:
+    """A server started by a niced run stays niced. With Linux's autogroup scheduling a new session
+    (start_new_session) gets a scheduling group of nice 0, which shares the cores equally with the user's own
+    session whatever the process's nice: measured here, a `nice -n 19` recorder's llama-server took 72 % of
+    a core beside a nice-5 one instead of yielding. The group gets ``nice`` (default: this process's own).
+    Only ever a lower priority, which any user may set on their own processes; without autogroup (another
+    OS, a kernel without it) the process's own nice applies as before."""
+    nice = os.nice(0) if nice is None else nice
+    if nice <= 0:
+        return
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    except OSError:
+        pass
+
+
 def _die_with_parent() -> None:
     """preexec_fn: SIGKILL the server when the process that started it dies (Linux only).
 
@@ -239,6 +255,7 @@ class EmbeddedServer:
             # PDEATHSIG fires when the *thread* that forked exits, so only the main thread may use it.
             preexec_fn=_die_with_parent if main_thread else None,
         )
+        keep_niceness(self.proc.pid)
         try:
             self._wait_healthy(timeout_s)
         except BaseException:

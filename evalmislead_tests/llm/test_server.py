@@ -191,3 +191,21 @@ def test_start_up_logs_while_the_model_loads_and_gives_up_on_a_stop(tmp_path) ->
         stop_signals.STOP.clear()
     assert any(f"waiting for llama-server at {srv.url} to load slow-model" in ln for ln in lines), lines
     assert not srv.is_running()
+
+
+@pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/autogroup").exists(), reason="no autogroup scheduling here")
+def test_a_niced_runs_server_keeps_its_nice_in_its_own_session() -> None:
+    """start_new_session puts the server in a scheduling group of its own; a niced run gives that group its nice,
+    so the server yields to the user's session as the run itself does."""
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        group = Path(f"/proc/{proc.pid}/autogroup")
+        assert group.read_text().split()[-1] == "0"
+        server.keep_niceness(proc.pid, 0)  # not niced: nothing changes
+        assert group.read_text().split()[-1] == "0"
+        server.keep_niceness(proc.pid, 7)
+        assert group.read_text().split()[-1] == "7"
+        server.keep_niceness(-1, 7)  # no such process: nothing to do, no error
+    finally:
+        proc.kill()
+        proc.wait()
