@@ -80,6 +80,33 @@ def _remove_definition(src: str, start: re.Pattern[str]) -> tuple[str, bool]:
     return src[:m.start()] + src[end:], True
 
 
+_JS_IMPORT_LINE = re.compile(r"^(?:(?:const|let|var)\s+[^=;\n]+=\s*require\s*\([^)\n]*\)|import\s[^;\n]*)[ \t]*;?[ \t]*$",
+                             re.M)
+
+
+def _drop_repeated_imports(src: str, notes: list[str]) -> str:
+    """A top-level ``require`` or ``import`` line repeated word for word, later copies dropped. An answer that
+    puts each test in a fence of its own repeats its head in every fence, and declaring the same names again
+    is a SyntaxError that would make the whole file zero tests. Only unindented lines: a ``require`` inside a
+    test's own function is that function's."""
+    seen: set[str] = set()
+    dropped = 0
+
+    def one(m: re.Match[str]) -> str:
+        nonlocal dropped
+        key = " ".join(m.group(0).split()).rstrip(";")
+        if key in seen:
+            dropped += 1
+            return ""
+        seen.add(key)
+        return m.group(0)
+
+    src = _JS_IMPORT_LINE.sub(one, src)
+    if dropped:
+        notes.append(f"removed_repeated_import x{dropped}")
+    return src
+
+
 def _js_normalise(src: str, entry: str, notes: list[str]) -> str:
     esm = bool(re.search(r"^\s*(import\s+[\w{*'\"]|export\s)", src, re.M))
     for pattern in (rf"^[ \t]*(export\s+)?(async\s+)?function\s*\*?\s*{re.escape(entry)}\s*\(",
@@ -98,7 +125,7 @@ def _js_normalise(src: str, entry: str, notes: list[str]) -> str:
             notes.append(f"import:{name}->./solution.js")
         return f"{m.group(1)}{m.group(2)}./solution.js{m.group(2)}"
 
-    src = _JS_MODULE.sub(local, src)
+    src = _drop_repeated_imports(_JS_MODULE.sub(local, src), notes)
     head = []
     declared = re.search(rf"\b(const|let|var|function|import)\b[^;\n]*\b{re.escape(entry)}\b", src)
     if re.search(rf"\b{re.escape(entry)}\b", src) and not declared:
@@ -132,6 +159,43 @@ def java_class_name(src: str) -> str | None:
     return m.group(m.lastindex or 1) if m else None
 
 
+_JAVA_CLASS = re.compile(r"^[ \t]*(?:(?:public|final|abstract|static)\s+)*class\s+(\w+)\b[^{;]*\{", re.M)
+
+
+def _merge_repeated_classes(src: str, notes: list[str]) -> str:
+    """One class out of a top-level class declared again and again. An answer that puts each test in a fence
+    of its own often repeats ``public class SolutionTest { ... }`` in every fence (the 1.5B did in 3 of 10 Java
+    answers of the screening), which javac refuses as a duplicate class; the later declarations' members go
+    into the first one, in their order (``merged_class:SolutionTest x6``). A file whose braces do not balance
+    (a truncated answer) is left as it is."""
+    spans: list[tuple[str, int, int, int]] = []  # name, start, opening brace, just past the closing brace
+    pos = 0
+    while (m := _JAVA_CLASS.search(src, pos)) is not None:
+        end = _match_brace(src, m.end() - 1)
+        if src[end - 1:end] != "}":
+            return src
+        spans.append((m.group(1), m.start(), m.end() - 1, end))
+        pos = end  # top-level declarations only: a nested class stays inside its own
+    names = [name for name, *_ in spans]
+    repeated = {name for name in names if names.count(name) > 1}
+    if not repeated:
+        return src
+    members = {name: [src[o + 1:e - 1].strip("\n") for n, _, o, e in spans if n == name][1:] for name in repeated}
+    out, last, seen = [], 0, set()
+    for name, start, _, end in spans:
+        if name not in repeated:
+            continue
+        if name in seen:  # a later declaration: dropped (its members went into the first)
+            out.append(src[last:start])
+        else:
+            seen.add(name)
+            out += [src[last:end - 1].rstrip() + "\n\n", "\n\n".join(members[name]), "\n}"]
+        last = end
+    out.append(src[last:])
+    notes += [f"merged_class:{name} x{names.count(name)}" for name in sorted(repeated)]
+    return re.sub(r"\n{3,}", "\n\n", "".join(out))
+
+
 def extract_java(answer: str | None, solution_class: str = "Solution") -> Extraction:
     src, how = _blocks(answer or "", JAVA_LANGS, _JAVA_TESTS)
     if not src:
@@ -146,6 +210,7 @@ def extract_java(answer: str | None, solution_class: str = "Solution") -> Extrac
         notes.append(f"removed_local_def:{solution_class}")
     imports = [ln for ln in src.splitlines() if re.match(r"\s*import\s", ln)]
     body = "\n".join(ln for ln in src.splitlines() if not re.match(r"\s*import\s", ln))
+    body = _merge_repeated_classes(body, notes)
     if not re.search(r"\bclass\s+\w+", body):
         body = f"public class SolutionTest {{\n{body}\n}}\n"
         notes.append("added_class:SolutionTest")

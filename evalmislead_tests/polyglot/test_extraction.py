@@ -98,3 +98,40 @@ def test_java_methods_without_class_get_a_wrapper() -> None:
     assert e.source.index("import org.junit.jupiter.params.ParameterizedTest;") < e.source.index("public class")
     assert java_class_name(e.source) == "SolutionTest"
     assert e.source.rstrip().endswith("}")
+
+
+def test_java_class_repeated_in_every_fence_becomes_one_class() -> None:
+    """The 1.5B wrote each test in a fence of its own, each a whole `public class SolutionTest` (3 of 10 Java
+    answers of the screening): javac refused the duplicate class and the answer counted zero tests."""
+    fence = ("## Test {n}\n\n```java\nimport static org.junit.jupiter.api.Assertions.assertEquals;\n\n"
+             "public class SolutionTest {{\n    @org.junit.jupiter.api.Test\n    public void test{n}() {{\n"
+             "        assertEquals({n}, new Solution().f(\"{{}}\"));\n    }}\n}}\n```\n")
+    e = extract_java("".join(fence.format(n=n) for n in (1, 2, 3)))
+    assert e.how == "fence:java x3" and "merged_class:SolutionTest x3" in e.notes
+    assert e.source.count("class SolutionTest") == 1
+    assert [ln.strip() for ln in e.source.splitlines() if "public void" in ln] == [
+        "public void test1() {", "public void test2() {", "public void test3() {"]
+    assert e.source.count("{") == e.source.count("}") and e.source.rstrip().endswith("}")
+    # other classes stay as they are; a truncated file (unbalanced braces) is left alone
+    two = ("```java\nclass Helper { int x() { return 1; } }\npublic class SolutionTest { @Test void a() {} }\n```\n"
+           "```java\npublic class SolutionTest { @Test void b() {} }\n```\n")
+    merged = extract_java(two)
+    assert merged.source.count("class Helper") == 1 and merged.source.count("class SolutionTest") == 1
+    assert "void a()" in merged.source and "void b()" in merged.source
+    cut = extract_java("```java\npublic class SolutionTest { @Test void a() {} }\npublic class SolutionTest { @Test "
+                       "void b() {\n```")
+    assert not any(n.startswith("merged_class") for n in cut.notes)
+
+
+def test_js_head_repeated_in_every_fence_is_declared_once() -> None:
+    """Each fence repeating `const { f } = require(...)` declared f again: a SyntaxError, zero tests."""
+    fence = ("```javascript\nconst {{ f }} = require('./f');\nconst assert = require('assert');\n"
+             "test('t{n}', () => {{\n  const {{ f }} = require('./f');\n  assert.strictEqual(f({n}), {n});\n}});\n```\n")
+    e = extract_js("".join(fence.format(n=n) for n in (1, 2, 3)), "f")
+    assert "removed_repeated_import x4" in e.notes  # f and assert of fences 2 and 3
+    top = [ln for ln in e.source.splitlines() if ln.startswith(("const", "import"))]
+    assert top == ["const { test, describe, it } = require('node:test');", "const { f } = require('./solution.js');",
+                   "const assert = require('assert');"]
+    assert e.source.count("  const { f } = require('./solution.js');") == 3  # inside each test: its own scope
+    assert [ln for ln in e.source.splitlines() if ln.startswith("test(")] == ["test('t1', () => {", "test('t2', () => {",
+                                                                             "test('t3', () => {"]
