@@ -28,6 +28,7 @@ from evalmislead_assets.llm import prompts
 from evalmislead_assets.assets.model_scope import model_of, model_sql
 from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS, study_problems
 from evalmislead_assets.study.conditions import empty_spec_error
+from evalmislead_assets.study.problems import problem_ranges
 from evalmislead_assets.study.models import ModelSpec, StudyError
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
@@ -114,17 +115,6 @@ def _rows(problems: pd.DataFrame, rendered: list[prompts.Rendered], results: lis
         "cache_prompt": pd.array([r.cache_prompt for r in results], dtype="boolean"),
         "build_info": [r.build_info for r in results],
     })
-
-
-def problem_ranges(indices: list[int]) -> str:
-    """[0, 1, 2, 5, 30] -> '0-2,5,30' (the partition's problem set, shown in the UI)."""
-    runs: list[list[int]] = []
-    for i in sorted(set(indices)):
-        if runs and runs[-1][1] == i - 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _stored_rows(context: AssetExecutionContext, wh: Warehouse, table: str, condition: Optional[str],

@@ -101,3 +101,14 @@ def study_problems_from(problems: pd.DataFrame, validation: pd.DataFrame, subset
     if df.empty:
         raise RuntimeError("no validated problems stored; materialize problems and problem_validation first")
     return select(df, subset)
+
+
+def problem_ranges(indices: list[int]) -> str:
+    """[0, 1, 2, 5, 30] -> '0-2,5,30' (the partition's problem set, shown in the UI)."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
