@@ -233,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
                 for cond in conditions:
                     step(model_keys(study, CHAIN, model), partition_key(cond, mode), f"chain [{cond}|{mode}]")
                     progress.report(f"{who}{cond}|{mode}")
+            current.chain_done = True  # its chain is stored: the cross-model step runs even if its analysis fails
             step(model_keys(study, ANALYSIS, model), stage="analysis")
             for lang in others:  # Java, JavaScript: the same conditions and modes through the language's chain
                 for mode in modes:
@@ -242,7 +243,6 @@ def run(args: argparse.Namespace) -> int:
                         step([language_key(study, model, lang, n) for n in LANGUAGE_CHAIN], partition_key(cond, mode),
                              f"{lang} chain [{cond}|{mode}]")
                         progress.report(f"{who}{lang} {cond}|{mode}")
-            current.chain_done = True
         except StepFailed as exc:  # this model stops here; the next one goes on (its own server)
             current.failed_at, current.error = exc.stage, exc.failure
             current.until = utc_now()
