@@ -16,7 +16,7 @@ from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.llm import stop_signals
 from evalmislead_assets import data_lock
 from evalmislead_assets.cli.model_runs import ModelRun, StepFailed, failed_phrase, state_lines, utc_now
-from evalmislead_assets.study.models import Study
+from evalmislead_assets.study.models import ModelSpec, Study
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"evalmislead: DuckDB {cfg.db}; DAGSTER_HOME {home}; problems {subset}; "
           f"max_tokens off={cfg.max_tokens_off} on={cfg.max_tokens_on}; LLM {llm}", flush=True)
     print(f"evalmislead: model{'s' if study.prefixed else ''} "
-          f"{'; '.join(f'{m.name}: {reaches[m.name].describe()}' for m in study.models)} "
+          f"{'; '.join(f'{m.name}: {reaches[m.name].describe()}{_own_caps(m)}' for m in study.models)} "
           f"(study file {study.source})", flush=True)
 
     def step(names: list[str] | list[AssetKey], pkey: object = None, stage: str = "") -> None:
@@ -273,6 +273,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"evalmislead: {'; '.join(what)}; stored rows are kept, re-run to resume", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def _own_caps(model: ModelSpec) -> str:
+    """The output caps a model's study entry sets (they replace the header's max_tokens for its requests)."""
+    caps = [f"{name}={value}" for name, value in (("max_tokens_off", model.max_tokens_off),
+            ("max_tokens_on", model.max_tokens_on), ("spec_max_tokens_off", model.spec_max_tokens_off)) if value]
+    return f" ({', '.join(caps)})" if caps else ""
 
 
 def _check_servers(study: Study, reaches: dict, replay: bool, runs: list[ModelRun]) -> set[str]:
