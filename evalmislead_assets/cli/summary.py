@@ -175,4 +175,32 @@ def language_lines(db: Path, languages: list[str], report: Path) -> list[str]:
     for (model, thinking), rows in counts.groupby(["model_name", "thinking"], sort=True):
         table = language_results.counts_table(rows, languages).drop(columns=["truncated", "both pass"])
         out += ["", f"{model}, thinking {thinking}:", table.to_string(index=False)]
+    return out + language_examples(db, [lang for lang in languages if lang != "python"])
+
+
+# one misleading test per other language (the first by condition, problem and test id): Python's worked
+# example is printed above, and a study whose Python run stored none still shows the phenomenon where it occurred
+EXAMPLES_SQL = """
+SELECT language, model_name, task_id, condition, thinking, test_id, buggy_status, fixed_status, fixed_detail
+FROM test_outcomes WHERE outcome = 'misleading' AND list_contains(?, language)
+QUALIFY row_number() OVER (PARTITION BY language ORDER BY condition, problem_idx, thinking, model_name, test_id) = 1
+ORDER BY list_position(?, language)
+"""
+
+
+def language_examples(db: Path, languages: list[str]) -> list[str]:
+    """A misleading test of each of ``languages`` that has one: where it is, its status on both versions and
+    the first two lines of the fixed version's failure (the assertion that locks the bug in)."""
+    from evalmislead_assets.study.models import LANGUAGE_NAMES
+
+    if not languages:
+        return []
+    rows = Warehouse(db).query_df(EXAMPLES_SQL, [languages, languages], read_only=True)
+    out: list[str] = []
+    for r in rows.to_dict("records"):
+        failure = " ".join([line.strip() for line in str(r["fixed_detail"] or "").splitlines() if line.strip()][:2])
+        out += ["", f"A misleading test in {LANGUAGE_NAMES.get(r['language'], r['language'])}: {r['task_id']}, "
+                    f"condition {r['condition']}, thinking {r['thinking']}, model {r['model_name']}, test {r['test_id']}",
+                f"  on the buggy version: {r['buggy_status']}; on the fixed version: {r['fixed_status']}"
+                + (f" ({failure[:200]})" if failure else "")]
     return out

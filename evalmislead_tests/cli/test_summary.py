@@ -113,3 +113,29 @@ def test_no_request_sent_is_credited_to_the_cache_only_when_nothing_failed(tmp_p
     assert summary.llm_calls_line(wh.path, start, later, who="of m-a", failed="m-a failed") == (
         "LLM requests of m-a: none sent (m-a failed before sending one)")
     assert summary.llm_calls_line(wh.path, later, who="of m-b").startswith("LLM requests of m-b: 1 sent, 1 answered")
+
+
+def _outcome(language: str, task: str, idx: int, condition: str, test_id: str, outcome: str, detail: str) -> dict:
+    return {"condition": condition, "thinking": "off", "task_id": task, "problem_idx": idx, "test_id": test_id,
+            "buggy_status": "passed", "fixed_status": "failed" if outcome == "misleading" else "passed",
+            "outcome": outcome, "buggy_detail": "", "fixed_detail": detail, "seconds": 0.1, "model_name": "m",
+            "language": language}
+
+
+def test_each_other_language_shows_one_misleading_test_with_its_failure(tmp_path) -> None:
+    """Issue 29: a language study's summary shows the phenomenon where it occurred, even when Python stored none."""
+    wh = Warehouse(tmp_path / "lang.duckdb")
+    wh.ensure_schema()
+    wh.append_rows("test_outcomes", pd.DataFrame([
+        _outcome("python", "Python/3", 3, "buggy_code", "test_a", "both_pass", ""),
+        _outcome("java", "Java/3", 3, "fixed_code", "[method:testLate()]", "misleading", "late"),
+        _outcome("java", "Java/5", 5, "buggy_code", "[method:testZero()]", "misleading",
+                 "\norg.opentest4j.AssertionFailedError: expected: <true> but was: <false>\n\tat x\n"),
+        _outcome("js", "JavaScript/1", 1, "buggy_code", "f > works", "both_pass", ""),
+    ]))
+    lines = summary.language_examples(wh.path, ["java", "js"])
+    assert lines == [
+        "", "A misleading test in Java: Java/5, condition buggy_code, thinking off, model m, test [method:testZero()]",
+        "  on the buggy version: passed; on the fixed version: failed "
+        "(org.opentest4j.AssertionFailedError: expected: <true> but was: <false> at x)"]
+    assert summary.language_examples(wh.path, []) == []  # a Python-only study prints none

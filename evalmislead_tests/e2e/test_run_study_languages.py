@@ -52,6 +52,9 @@ def test_the_first_command_runs_every_language_of_the_study(tmp_path: Path) -> N
     side = out[out.index("Languages side by side"):]
     for name in ("Python", "JavaScript", "Java"):  # 2 answers, 2 files, 4 tests: 2 misleading, 2 effective
         assert re.search(rf"buggy_code\s+{name}\s+2\s+2\s+4\s+2\s+2\s+0\s+50\.0 %\s+50\.0 %", side), side
+    for name, task in (("Java", "Java/"), ("JavaScript", "JavaScript/")):  # each language's own misleading test
+        assert re.search(rf"A misleading test in {name}: {task}\d+, condition buggy_code", side), side
+    assert "on the fixed version: failed" in side.split("A misleading test in Java")[1]
     con = duckdb.connect(str(db), read_only=True)
     try:
         cells = con.execute("SELECT language, outcome, count(*) FROM test_outcomes GROUP BY ALL ORDER BY ALL").fetchall()
