@@ -99,9 +99,12 @@ def provenance(spec: ModelSpec, alias: str) -> dict[str, Any]:
     }
 
 
-def current_answers(answers: list[dict[str, Any]], spec: ModelSpec, alias: str) -> tuple[list[dict[str, Any]], int]:
+def current_answers(answers: list[dict[str, Any]], spec: ModelSpec, alias: str,
+                    packed_specs: list[dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], int]:
     """(the answers whose request is what the study sends now, how many others were left out): a data folder
-    may hold answers asked under an older cap or template, which a pack of this study must not carry."""
+    may hold answers asked under an older cap or template, which a pack of this study must not carry.
+    ``packed_specs``: the spec answers a pack being appended to holds already (a model_spec answer is checked
+    against its spec, which the data folder may no longer name: a recorder resumed on an imported pack)."""
     from evalmislead_assets.cli.pack_expectations import Expectations
     from evalmislead_assets.study.problems import load_problems
 
@@ -115,7 +118,9 @@ def current_answers(answers: list[dict[str, Any]], spec: ModelSpec, alias: str) 
 
     bare = Expectations(problems, [], spec, alias)
     specs = [a for a in answers if a.get("asset") == "model_specs" and matches(bare, a)]
-    expect = Expectations(problems, specs, spec, alias)
+    known = {a["cache_key"] for a in specs}
+    expect = Expectations(problems, specs + [a for a in packed_specs or [] if a["cache_key"] not in known
+                                             and matches(bare, a)], spec, alias)
     kept = specs + [a for a in answers if a.get("asset") != "model_specs" and matches(expect, a)]
     order = {a["cache_key"]: i for i, a in enumerate(answers)}
     kept.sort(key=lambda a: order[a["cache_key"]])
@@ -124,7 +129,9 @@ def current_answers(answers: list[dict[str, Any]], spec: ModelSpec, alias: str) 
 
 def export(wh: Any, folder: Path, spec: ModelSpec, append: bool) -> tuple[int, int]:
     alias = alias_of(spec)
-    answers, left_out = current_answers(answer_pack.stored_answers(wh, alias), spec, alias)
+    packed = answer_pack.read_pack(folder).answers if append and answer_pack.read_manifest(folder) else []
+    answers, left_out = current_answers(answer_pack.stored_answers(wh, alias), spec, alias,
+                                        [a for a in packed if a.get("asset") == "model_specs"])
     if left_out:
         print(f"evalmislead: {left_out} stored answers of {alias} were asked under other prompts or settings than "
               "this study's and are left out of the pack")

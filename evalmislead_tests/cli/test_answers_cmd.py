@@ -178,3 +178,20 @@ def test_the_spec_cap_applies_to_spec_requests_only(tmp_path, problems_df):
     expect = Expectations(problems_df, [], spec, ALIAS)
     body = json.loads(expect.body(_answer("model_specs", None, "Python/2", "", "")))
     assert body["max_tokens"] == 512
+
+
+def test_append_checks_model_spec_answers_against_the_specs_the_pack_holds(tmp_path, study, problems_df, capsys):
+    """A recorder resumed on an imported pack: its data folder no longer names the spec answers (llm_cache rows
+    without their llm_calls row), yet a new model_spec answer is checked against the pack's spec and packed."""
+    answers = _recorded(problems_df, study)
+    specs, rest = answers[:2], answers[2:]
+    first = Warehouse(tmp_path / "first.duckdb")
+    _store(first, [*specs, *[a for a in rest if a["condition"] == "buggy_code"]])
+    pack = tmp_path / "pack"
+    assert main(["answers", "export", str(pack), "--db", str(first.path)]) == 0
+    assert json.loads((pack / "manifest.json").read_text())["answers"] == 4
+    later = Warehouse(tmp_path / "later.duckdb")  # only the model_spec answers are named in llm_calls here
+    _store(later, [a for a in rest if a["condition"] == "model_spec"])
+    assert main(["answers", "export", str(pack), "--append", "--db", str(later.path)]) == 0
+    assert "2 answers added" in capsys.readouterr().out
+    assert json.loads((pack / "manifest.json").read_text())["answers"] == 6
