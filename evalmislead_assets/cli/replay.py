@@ -48,6 +48,30 @@ def covered_problems(pack: answer_pack.Pack, conditions: list[str], thinking: st
     return sorted(i for i, got in have.items() if needed <= got)
 
 
+def coverage(pack: answer_pack.Pack, conditions: list[str], thinking: str = "off") -> dict[str, int]:
+    """For each condition, how many problems the pack answers in it (with their spec and judge answers)."""
+    return {c: len(covered_problems(pack, [c], thinking)) for c in conditions}
+
+
+def default_conditions(folder: Path, chosen: list[str], every: list[str]) -> tuple[list[str], str]:
+    """The conditions a replay runs, and a line naming what it leaves out ("" when nothing).
+
+    Named conditions (or "all") are kept as given. Without any, a replay runs every condition the pack
+    answers on every problem it has a spec for: a recording still under way (the reference conditions come
+    last) is replayed in full on the conditions it has finished, and the line names the others."""
+    if chosen:
+        return (every if chosen == ["all"] else chosen), ""
+    counts = coverage(answer_pack.read_pack(folder), every)
+    full = max(counts.values(), default=0)
+    complete = [c for c in every if full and counts[c] == full]
+    partial = {c: n for c, n in counts.items() if n < full}
+    if not complete or not partial:
+        return every, ""
+    names = ", ".join(f"{c} ({n} of {full} problems)" for c, n in partial.items())
+    return complete, (f"the pack does not answer every problem yet in {names}: the recording is under way, so "
+                      "this replay leaves them out (--conditions all replays all six on the problems they share)")
+
+
 def prepare(folder: Path, conditions: list[str]) -> Replay:
     """Read the pack, point the study at its study file and the problems it covers; nothing is imported yet."""
     pack = answer_pack.read_pack(folder)

@@ -35,6 +35,12 @@ DEMO_PROBE_N = "3"
 
 # a multi-asset is one step: each list names its side tables beside it (mutation_scores + mutant_kills, ...)
 CHAIN = ["test_generations", "generated_tests", "test_outcomes", "test_coverage", "mutation_scores", "mutant_kills"]
+# left out of a replay unless --mutation: at full size the mutants took 114 s and the mutant runs about 118 s per
+# condition on 2 cores (the README's stage table), so about 14 minutes for six conditions, more than the rest of
+# the chain together
+MUTATION_STEPS = ("mutants", "mutation_scores", "mutant_kills")
+MUTATION_SKIPPED = ("Mutation score: not run in this replay (about 14 min more at full size, six conditions, on 2 cores); add "
+                    "--mutation to run it (bash scripts/run-study.sh --mutation)")
 ANALYSIS = [
     "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
     "spec_labels", "spec_label_agreement", "spec_label_splits",
@@ -70,6 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run the study from a recorded answer pack (default: the bundled full run of the 1.5B): "
                         "its study file, its problems, every answer from the pack, no request sent but the "
                         "determinism probe's live sample")
+    p.add_argument("--mutation", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the mutants and the mutation score (default: yes, but not in a replay, where they "
+                        "would add about 14 minutes at full size)")
 
 
 def ensure_dagster_home() -> Path:
@@ -122,10 +131,13 @@ def run(args: argparse.Namespace) -> int:
         from evalmislead_assets.study.conditions import CONDITION_NAMES as ALL_CONDITIONS
 
         chosen = [c.strip() for c in args.conditions.split(",") if c.strip()]
-        args.conditions = ",".join(chosen if chosen not in ([], ["all"]) else ALL_CONDITIONS)
         folder = replays.DEFAULT_PACK if args.replay == "bundled" else Path(args.replay).expanduser()
         try:
-            replay = replays.prepare(folder, args.conditions.split(","))
+            chosen, left_out = replays.default_conditions(folder, chosen, list(ALL_CONDITIONS))
+            if left_out:
+                print(f"evalmislead: {left_out}", flush=True)
+            args.conditions = ",".join(chosen)
+            replay = replays.prepare(folder, chosen)
         except replays.answer_pack.PackError as exc:
             raise ConfigError(str(exc)) from None
         args.full = True  # the recorded study's own caps and problems, not the demo's
@@ -214,10 +226,13 @@ def run(args: argparse.Namespace) -> int:
             model.refuse_thinking(mode, study.source)
     runs: list[ModelRun] = []
     down = _check_servers(study, reaches, replay is not None, runs)
+    mutation = replay is None if getattr(args, "mutation", None) is None else bool(args.mutation)
+    chain = CHAIN if mutation else [k for k in CHAIN if k not in MUTATION_STEPS]
+    mutants = ["mutants"] if mutation else []
     progress = Progress(cfg.db, cfg.problems, conditions, modes, study.names, study.languages)
     others = study.other_languages
     try:
-        step(["problems", "problem_validation", "mutants", *[k for lang in others for k in problem_keys(lang)]])
+        step(["problems", "problem_validation", *mutants, *[k for lang in others for k in problem_keys(lang)]])
     except StepFailed as exc:
         raise SystemExit(_failure_text(exc, _llm_line(cfg.db, progress.since, failed="the run failed"))) from None
     for i, model in enumerate(study.models):  # one model after the other: on a CPU box one server at a time
@@ -231,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
                 step(model_keys(study, ["model_specs"], model), mode, f"model_specs [{mode}]")
                 progress.report(f"{who}specs [{mode}]")
                 for cond in conditions:
-                    step(model_keys(study, CHAIN, model), partition_key(cond, mode), f"chain [{cond}|{mode}]")
+                    step(model_keys(study, chain, model), partition_key(cond, mode), f"chain [{cond}|{mode}]")
                     progress.report(f"{who}{cond}|{mode}")
             current.chain_done = True  # its chain is stored: the cross-model step runs even if its analysis fails
             step(model_keys(study, ANALYSIS, model), stage="analysis")
@@ -264,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
     runs.sort(key=lambda r: study.names.index(r.name))  # models whose server was down were added first
     failed = [r for r in runs if r.failed]
     if any(r.chain_done for r in runs):
-        _print_summary(cfg.db, progress.since, study, failed_phrase(runs))
+        _print_summary(cfg.db, progress.since, study, failed_phrase(runs), "" if mutation else MUTATION_SKIPPED)
     if study.prefixed:
         print("\n".join(state_lines(cfg.db, runs)), flush=True)
     if failed or across_failed:
@@ -379,14 +394,14 @@ def _first_failure(result: object) -> str:
     return "unknown failure"
 
 
-def _print_summary(db: Path, since: object, study: Study, failed: str = "") -> None:
+def _print_summary(db: Path, since: object, study: Study, failed: str = "", skipped: str = "") -> None:
     from evalmislead_assets.cli.summary import summary_lines
 
     base = settings.report_dir()
     folders = [base / m.key for m in study.models] if study.prefixed else [base]
     reports = [f / name for f in folders for name in ("report.md", "report.html")] + [base / "models.md"]
     print("\n".join(summary_lines(db, reports, since=since, models=study.names,  # type: ignore[arg-type]
-                                  screening_hint=SCREENING_HINT, failed=failed)), flush=True)
+                                  screening_hint=SCREENING_HINT, failed=failed, skipped=skipped)), flush=True)
     if study.other_languages:
         from evalmislead_assets.cli.summary import language_lines
 

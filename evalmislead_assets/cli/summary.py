@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from evalmislead_assets import study_models
+from evalmislead_assets.analysis.determinism import summarize as summarize_probe
 from evalmislead_assets.report.formatting import NOT_ESTIMABLE, ci, missing, pct, points
 from evalmislead_assets.report.tables import test_body
 from evalmislead_assets.store.database import Warehouse
@@ -124,11 +125,12 @@ def llm_calls_line(db: Path, since: datetime | None = None, until: datetime | No
 
 def summary_lines(
     db: Path, report_paths: list[Path], since: datetime | None = None, models: list[str] | None = None,
-    screening_hint: str = "", failed: str = "",
+    screening_hint: str = "", failed: str = "", skipped: str = "",
 ) -> list[str]:
     """The run's closing lines: its LLM requests, each model's rates and comparisons (``models``: the study's,
     rows without a model are the study file's first model's), a worked example, where the report and the data are.
-    ``failed``: what failed in this run ("m-a failed"), for the requests line."""
+    ``failed``: what failed in this run ("m-a failed"), for the requests line; ``skipped``: a line naming a
+    stage the run left out (mutation in a replay) and how to run it."""
     wh = Warehouse(db)
     out: list[str] = ["", llm_calls_line(db, since, failed=failed)]
     names = models or [None]
@@ -148,6 +150,9 @@ def summary_lines(
             if len(comp):
                 out += ["", f"Primary comparisons{head} (paired bootstrap over problems):",
                         comparisons_table(comp).to_string(index=False)]
+    out += probe_lines(wh, models)
+    if skipped:
+        out += ["", skipped]
     if wh.table_exists("test_outcomes"):
         out += ["", *worked_example(wh, models)]
         if screening_hint and not _any_misleading(wh):
@@ -155,6 +160,27 @@ def summary_lines(
     out.append("")
     out += [f"evalmislead: report at {p}" for p in report_paths if p.exists()]
     out.append(f"evalmislead: query the results with: evalmislead sql \"select * from condition_rates\"  (DuckDB {db})")
+    return out
+
+
+def probe_lines(wh: Warehouse, models: list[str] | None = None) -> list[str]:
+    """The determinism probe's live sample: how many re-sent answers came back byte-identical, how many score the
+    same (in a replay: the user's own server against the recorded answers)."""
+    if not wh.table_exists("determinism_probe"):
+        return []
+    out = []
+    for name in models or [None]:
+        clause, params = ("", []) if name is None else study_models.model_filter_sql(name)
+        probe = wh.query_df(f"SELECT * FROM determinism_probe{' WHERE ' + clause if clause else ''}", params,
+                            read_only=True)
+        s = summarize_probe(probe)
+        if not s.drawn:
+            continue
+        who = f" [{name}]" if models and len(models) > 1 else ""
+        failed = f"; {s.errors} request(s) failed, not compared" if s.errors else ""
+        out += ["", f"Live sample{who} (determinism probe, cache bypassed): {s.drawn} stored requests re-sent to "
+                f"this machine's server; {s.identical} of {s.n} answers byte-identical to the stored ones, "
+                f"{s.tests_identical} of {s.n} score the same{failed}"]
     return out
 
 

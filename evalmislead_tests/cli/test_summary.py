@@ -139,3 +139,17 @@ def test_each_other_language_shows_one_misleading_test_with_its_failure(tmp_path
         "  on the buggy version: passed; on the fixed version: failed "
         "(org.opentest4j.AssertionFailedError: expected: <true> but was: <false> at x)"]
     assert summary.language_examples(wh.path, []) == []  # a Python-only study prints none
+
+
+def test_the_live_sample_line_counts_identical_answers_and_failed_requests(tmp_path) -> None:
+    wh = Warehouse(tmp_path / "p.duckdb")
+    wh.ensure_schema()
+    assert summary.probe_lines(wh) == []  # no probe stored: no line
+    rows = [{"condition": "buggy_code", "thinking": "off", "task_id": f"Python/{i}", "cache_key": f"k{i}",
+             "identical": ident, "tests_identical": same, "probe_error": err, "sample_seed": 1}
+            for i, (ident, same, err) in enumerate([(True, True, None), (False, True, None), (False, False, None),
+                                                    (None, None, "timed out")])]
+    wh.append_rows("determinism_probe", pd.DataFrame(rows))
+    (line,) = [x for x in summary.probe_lines(wh) if x]
+    assert "4 stored requests re-sent" in line and "1 of 3 answers byte-identical" in line
+    assert "2 of 3 score the same" in line and "1 request(s) failed" in line

@@ -61,6 +61,10 @@ def test_recorded_answers_replay_without_requests(tmp_path: Path) -> None:
     groups = con.execute("SELECT count(DISTINCT condition) FROM test_outcomes").fetchone()[0]
     assert con.execute("SELECT count(*) FROM tool_policy").fetchone()[0] == groups
     assert (home / "report" / "report.md").is_file()
+    # a replay leaves the mutants out unless --mutation, and says so; it shows the live sample's identity figures
+    assert con.execute("SELECT count(*) FROM mutation_scores").fetchone()[0] == 0
+    assert "Mutation score: not run in this replay" in proc.stdout and "--mutation" in proc.stdout
+    assert "Live sample (determinism probe, cache bypassed): 1 stored requests re-sent" in proc.stdout
     con.close()
 
     # again: the import changes nothing and the tables come out the same
