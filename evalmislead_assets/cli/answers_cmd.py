@@ -130,8 +130,13 @@ def current_answers(answers: list[dict[str, Any]], spec: ModelSpec, alias: str,
 def export(wh: Any, folder: Path, spec: ModelSpec, append: bool) -> tuple[int, int]:
     alias = alias_of(spec)
     packed = answer_pack.read_pack(folder).answers if append and answer_pack.read_manifest(folder) else []
-    answers, left_out = current_answers(answer_pack.stored_answers(wh, alias), spec, alias,
-                                        [a for a in packed if a.get("asset") == "model_specs"])
+    in_pack = {a["cache_key"] for a in packed}
+    # answers the pack holds already are not checked again: one imported from it has no request log row
+    # (asset, condition, task), so it could not be matched, and it would not be added anyway
+    stored = [a for a in answer_pack.stored_answers(wh, alias) if a["cache_key"] not in in_pack]
+    if append and packed and not stored:
+        return 0, len(packed)
+    answers, left_out = current_answers(stored, spec, alias, [a for a in packed if a.get("asset") == "model_specs"])
     if left_out:
         print(f"evalmislead: {left_out} stored answers of {alias} were asked under other prompts or settings than "
               "this study's and are left out of the pack")

@@ -49,7 +49,7 @@ def _store(wh: Warehouse, answers: list[dict]) -> None:
                         "prompt_tokens, completion_tokens, finished_at) VALUES (?, now(), ?, ?, 'off', ?, ?, "
                         "'answered', 10, 20, now())",
                         [f"c{i}", a["asset"], a["condition"], a["task_id"], a["cache_key"]])
-        con.execute("INSERT INTO server_props VALUES ('props1', 'http://x', ?, ?, now())",
+        con.execute("INSERT OR IGNORE INTO server_props VALUES ('props1', 'http://x', ?, ?, now())",
                     [ALIAS, json.dumps({"build_info": "b1-test", "total_slots": 1})])
 
 
@@ -191,7 +191,12 @@ def test_append_checks_model_spec_answers_against_the_specs_the_pack_holds(tmp_p
     assert main(["answers", "export", str(pack), "--db", str(first.path)]) == 0
     assert json.loads((pack / "manifest.json").read_text())["answers"] == 4
     later = Warehouse(tmp_path / "later.duckdb")  # only the model_spec answers are named in llm_calls here
+    assert main(["answers", "import", str(pack), "--db", str(later.path)]) == 0  # the pack's, without llm_calls
+    assert main(["answers", "export", str(pack), "--append", "--db", str(later.path)]) == 0
+    out = capsys.readouterr().out
+    assert "0 answers added" in out and "left out" not in out  # what the pack holds is neither new nor "other"
     _store(later, [a for a in rest if a["condition"] == "model_spec"])
     assert main(["answers", "export", str(pack), "--append", "--db", str(later.path)]) == 0
-    assert "2 answers added" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 answers added" in out and "left out" not in out
     assert json.loads((pack / "manifest.json").read_text())["answers"] == 6
