@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
                                           wh.query_df("SELECT * FROM language_comparisons"), list(LANGUAGE_NAMES))
         begin, end = language_results.BEGIN, language_results.END
     else:
-        data = load_data(Warehouse(db))
+        wh = Warehouse(db)
+        data = load_data(wh)
         pack = Path(args.pack).expanduser() if args.pack else DEFAULT_PACK
         manifest, props = None, None
         try:
@@ -59,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
             props = answer_pack.read_props(pack) if manifest else None
         except answer_pack.PackError as exc:
             raise ConfigError(str(exc)) from None
-        section = results.render(data, load_plan(settings.analysis_plan_path()), manifest, props)
+        section = results.render(data, load_plan(settings.analysis_plan_path()), manifest, props,
+                                 results.misleading_example(wh.query_df))
     name = "Java and JavaScript" if args.languages else "Results"
     flag = " --languages" if args.languages else ""
     target = args.write or args.check

@@ -38,6 +38,7 @@ def test_section_from_rows_written_and_checked(tmp_path: Path, capsys: pytest.Ca
     assert "| 7 " in line and "57.1 %" in line
     assert "b11434-test" in section and "1 slot(s)" in section and "2026-12-04 to 2026-12-06" in section
     assert "assert get_positive([1, 2, 3]) == []" in section  # the worked example
+    assert "**A misleading test from this run:**" in section and "data:image" not in section
     assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--check", str(readme)]) == 0
     # a new row changes a figure: the README's copy is stale
     store(wh, with_task_30=False)
@@ -51,3 +52,30 @@ def test_no_markers_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[st
     readme.write_text("# nothing here\n")
     assert main(["results", "--db", str(wh.path), "--pack", str(tmp_path / "none"), "--write", str(readme)]) == 2
     assert "no Results markers" in capsys.readouterr().err
+
+
+def test_a_misleading_test_of_the_run_with_its_bug_and_source(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "r.duckdb")
+    store(wh)
+    lines = results.misleading_example(wh.query_df)
+    text = "\n".join(lines)
+    # the first misleading buggy_code test of task 30 by test id: test_all_positive, with its diff and body
+    assert "(Python/30), condition `buggy_code`" in lines[0] and "`test_solution.py::test_all_positive`" in lines[0]
+    assert "passed on the buggy version, failed on the fixed one" in lines[0]
+    assert "-    return [e for e in l if e < 0]" in text and "+    return [e for e in l if e > 0]" in text
+    assert "def test_all_positive():\n    assert get_positive([1, 2, 3]) == []" in text
+    # none stored: nothing to show
+    wh.execute("DELETE FROM test_outcomes WHERE outcome = 'misleading'")
+    assert results.misleading_example(wh.query_df) == []
+
+
+def test_readme_copy_folds_sql_and_drops_inline_plots() -> None:
+    lines = ["Intro", "![A plot](data:image/png;base64,iVBORw0KGgo" + "A" * 1000 + ")", "```sql",
+             "SELECT 1", "```", "```python", "x = 1", "```"]
+    out = results.readme_safe(lines)
+    assert not any("data:image" in x for x in out)
+    assert "_(The plot is in the report: `data/report/report.html`.)_" in out
+    assert out[out.index("```sql") - 2] == "<details><summary>SQL</summary>"
+    assert out[out.index("SELECT 1") + 3] == "</details>"
+    assert out[-3:] == ["```python", "x = 1", "```"]  # other code blocks stay as they are
+
