@@ -148,7 +148,7 @@ def example_section(data) -> list[str]:  # noqa: ANN001 (data: report.ReportData
                 continue
             counts = sub["outcome"].value_counts().to_dict()
             summary = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(counts.items()))
-            out += ["", f"**{cond}, thinking {thinking}**: {len(sub)} tests ({summary}).", ""]
+            out += ["", f"**{cond}, thinking {thinking}**: {len(sub)} test{'' if len(sub) == 1 else 's'} ({summary}).", ""]
             src = data.example_sources
             srow = src[(src["condition"] == cond) & (src["thinking"] == thinking)] if len(src) else src
             source = srow["source"].iloc[0] if len(srow) else None
