@@ -134,13 +134,14 @@ def export(wh: Any, folder: Path, spec: ModelSpec, append: bool) -> tuple[int, i
     # answers the pack holds already are not checked again: one imported from it has no request log row
     # (asset, condition, task), so it could not be matched, and it would not be added anyway
     stored = [a for a in answer_pack.stored_answers(wh, alias) if a["cache_key"] not in in_pack]
-    if append and packed and not stored:
+    old_shared = (answer_pack.read_manifest(folder) or {}).get(answer_pack.SHARED, []) if packed else []
+    if append and packed and not stored and old_shared == shared_requests(wh, packed):
         return 0, len(packed)
     answers, left_out = current_answers(stored, spec, alias, [a for a in packed if a.get("asset") == "model_specs"])
     if left_out:
         print(f"evalmislead: {left_out} stored answers of {alias} were asked under other prompts or settings than "
               "this study's and are left out of the pack")
-    if not answers:
+    if not answers and not packed:
         raise ConfigError(f"{wh.path} holds no answer of model {alias} asked as this study asks; run the study first")
     props = answer_pack.props_documents(wh, [a.get("server_props_sha256") for a in answers])
     made = provenance(spec, alias)
@@ -148,13 +149,29 @@ def export(wh: Any, folder: Path, spec: ModelSpec, append: bool) -> tuple[int, i
     from evalmislead_assets.report.provenance import llama_cpp, llama_server_binary
 
     made["llama_cpp"] = llama_cpp(llama_server_binary(), [p.get("build_info") for p in props.values()])
-    result = answer_pack.write_pack(folder, answers, props, made, append=append)
+    result = answer_pack.write_pack(folder, answers, props, made, append=append,
+                                    shared=shared_requests(wh, packed + answers))
     study = study_models.study()
     if len(study.models) == 1 and Path(study.source).is_file():  # the replay's study file (run --replay)
         text = Path(study.source).read_text(encoding="utf-8")
         if not (folder / answer_pack.STUDY_FILE).is_file() or (folder / answer_pack.STUDY_FILE).read_text() != text:
             (folder / answer_pack.STUDY_FILE).write_text(text, encoding="utf-8")
     return result
+
+
+def shared_requests(wh: Any, answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The generation requests the data folder answered with one of ``answers`` under other labels than the
+    answer's own: two requests with the same body (one cache key), e.g. two problems with the same signature
+    in ``signature_only``; the pack lists them so a replay counts those problems as answered."""
+    keys = {a["cache_key"] for a in answers}
+    if not keys or not wh.table_exists("test_generations"):
+        return []
+    fields = ("condition", "thinking", "task_id", "cache_key")  # not the asset: a model's prefix may name it
+    own = {tuple(a.get(f) or ("off" if f == "thinking" else None) for f in fields) for a in answers}
+    rows = wh.query_df("SELECT DISTINCT 'test_generations' AS asset, condition, thinking, task_id, cache_key "
+                       "FROM test_generations WHERE cache_key = ANY(?) AND error IS NULL", [sorted(keys)],
+                       read_only=True).to_dict("records")
+    return [r for r in rows if tuple(r[f] for f in fields) not in own]
 
 
 def check_pack(pack: answer_pack.Pack) -> ModelSpec:
@@ -171,7 +188,7 @@ def check_pack(pack: answer_pack.Pack) -> ModelSpec:
             f"{', '.join(alias_of(m) for m in study.models)}) answers as; add it to the study file")
     problems = load_problems(source="local", cache_dir=settings.datasets_cache_dir())
     expect = Expectations(problems, pack.answers, spec, wanted)
-    for a in pack.answers:
+    for a in pack.labelled():  # a shared request's body is checked under its own labels too
         where = f"{a.get('asset')}[{a.get('condition') or '-'}|{a.get('thinking') or 'off'}] {a.get('task_id')}"
         try:
             body = expect.body(a)

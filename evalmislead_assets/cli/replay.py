@@ -39,7 +39,7 @@ class Replay:
 def covered_problems(pack: answer_pack.Pack, conditions: list[str], thinking: str = "off") -> list[int]:
     """Problems with a spec answer, a judge answer and an answer in every one of ``conditions``."""
     have: dict[int, set[str]] = defaultdict(set)
-    for a in pack.answers:
+    for a in pack.labelled():  # a request answered by another's answer (same body) counts for its problem
         if (a.get("thinking") or "off") != thinking or not a.get("task_id"):
             continue
         idx = int(str(a["task_id"]).split("/")[-1])

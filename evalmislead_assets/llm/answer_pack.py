@@ -12,6 +12,11 @@ A pack is a folder:
   recording can be committed shard by shard (``append``); gzip without a timestamp, so the same
   answers give the same bytes.
 
+Two requests with the same body have one cache key and one answer (at temperature 0 with one slot, the
+model's answer to both): in ``signature_only`` two problems with the same signature, say. The answer is
+stored once with the first request's labels; the manifest's ``shared_requests`` lists the other labels
+(asset, condition, thinking, task, cache key), so a replay knows those problems are answered too.
+
 Importing fills ``llm_cache`` (and ``server_props``) and nothing else: rows already there are left as they
 are, so importing the same pack twice changes nothing. Whether the pack's requests are what the current
 prompts and settings would send is the wiring's check (cli/answers_cmd.py), done before anything is written.
@@ -38,6 +43,8 @@ STUDY_FILE = "study.toml"  # the one-model study file the answers were recorded 
 SHARD_SIZE = 100  # answers per shard: a shard of the 1.5B's answers is about 100 kB compressed
 # the llm_calls columns kept beside each answer (provenance of the request that produced it)
 CALL_FIELDS = ("asset", "condition", "thinking", "task_id", "ts", "prompt_tokens", "completion_tokens")
+SHARED = "shared_requests"  # manifest key: the other labels of answers whose request body two requests share
+LABEL_FIELDS = ("asset", "condition", "thinking", "task_id", "cache_key")
 
 
 class PackError(ValueError):
@@ -50,6 +57,15 @@ class Pack:
     manifest: dict[str, Any]
     answers: list[dict[str, Any]]
     props: dict[str, dict[str, Any]]  # server_props_sha256 -> /props document
+
+    def labelled(self) -> list[dict[str, Any]]:
+        """Every answer once per request it answers: the stored answers, then a copy of an answer for each
+        other request with the same body (``shared_requests``) carrying that request's labels."""
+        shared = self.manifest.get(SHARED) or []
+        if not shared:
+            return list(self.answers)
+        by_key = {a["cache_key"]: a for a in self.answers}
+        return self.answers + [{**by_key[s["cache_key"]], **s} for s in shared if s.get("cache_key") in by_key]
 
 
 def _json_default(value: Any) -> str:
@@ -122,11 +138,12 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
 
 def write_pack(
     folder: Path, answers: list[dict[str, Any]], props: Mapping[str, dict[str, Any]], provenance: Mapping[str, Any],
-    append: bool = False,
+    append: bool = False, shared: list[dict[str, Any]] | None = None,
 ) -> tuple[int, int]:
     """Write ``answers`` as a pack (``append``: only those not in the folder's pack yet, as new shards; with none
     new, no file is written, so the manifest's commit and time stay those of its last answers).
 
+    ``shared``: the labels of requests answered by another request's answer (``shared_requests``).
     Returns (answers written now, answers in the pack). The manifest is written last, so a pack
     interrupted mid-write still reads as its previous state."""
     folder = Path(folder)
@@ -141,7 +158,9 @@ def write_pack(
         have = {a["cache_key"] for a in read_pack(folder, check_model=False).answers}
     new = [a for a in answers if a["cache_key"] not in have]
     old_props = read_props(folder) if append else {}
-    if append and manifest["shards"] and not new and props.keys() <= old_props.keys():
+    shared = sorted(shared or [], key=lambda s: [str(s.get(f)) for f in LABEL_FIELDS])
+    if (append and manifest["shards"] and not new and props.keys() <= old_props.keys()
+            and manifest.get(SHARED, []) == shared):
         return 0, sum(s["answers"] for s in manifest["shards"])  # nothing new: the pack's files stay as they are
     shards = list(manifest["shards"])
     for i in range(0, len(new), SHARD_SIZE):
@@ -157,6 +176,10 @@ def write_pack(
     total = sum(s["answers"] for s in shards)
     manifest.update(provenance)
     manifest.update({"format": PACK_FORMAT, "shards": shards, "answers": total})
+    if shared:
+        manifest[SHARED] = shared
+    else:
+        manifest.pop(SHARED, None)
     _write_atomic(folder / MANIFEST, (json.dumps(manifest, sort_keys=True, indent=1, default=_json_default) + "\n")
                   .encode())
     return len(new), total

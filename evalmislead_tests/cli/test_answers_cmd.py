@@ -200,3 +200,32 @@ def test_append_checks_model_spec_answers_against_the_specs_the_pack_holds(tmp_p
     out = capsys.readouterr().out
     assert "2 answers added" in out and "left out" not in out
     assert json.loads((pack / "manifest.json").read_text())["answers"] == 6
+
+
+def test_two_requests_with_one_body_are_packed_once_and_named_both(tmp_path, study, problems_df, capsys):
+    """Two problems asked with the same body (signature_only, same signature) share one cached answer: the pack
+    stores it once and its manifest lists the other request, whose body the import checks under its own labels."""
+    import pandas as pd
+
+    src = Warehouse(tmp_path / "src.duckdb")
+    answers = _recorded(problems_df, study)
+    _store(src, answers)
+    first = next(a for a in answers if a["condition"] == "buggy_code")
+    rows = [{"condition": a["condition"], "thinking": "off", "task_id": a["task_id"], "cache_key": a["cache_key"]}
+            for a in answers if a["asset"] == "test_generations"]
+    twin = {"condition": "buggy_code", "thinking": "off", "task_id": "Python/99", "cache_key": first["cache_key"]}
+    src.append_rows("test_generations", pd.DataFrame(rows + [twin]))
+    pack = tmp_path / "pack"
+    assert main(["answers", "export", str(pack), "--db", str(src.path)]) == 0
+    manifest = json.loads((pack / "manifest.json").read_text())
+    assert manifest["answers"] == 6
+    assert manifest[answer_pack.SHARED] == [{"asset": "test_generations", **twin}]
+    # appending with nothing new leaves the pack as it is
+    before = (pack / "manifest.json").read_bytes()
+    assert main(["answers", "export", str(pack), "--append", "--db", str(src.path)]) == 0
+    assert (pack / "manifest.json").read_bytes() == before
+    # Python/99's buggy_code prompt is not Python/2's: the import names that request and refuses the pack
+    capsys.readouterr()
+    assert main(["answers", "import", str(pack), "--db", str(tmp_path / "dst.duckdb")]) != 0
+    err = capsys.readouterr().err
+    assert "test_generations[buggy_code|off] Python/99" in err and "refused" in err

@@ -46,3 +46,22 @@ def test_a_complete_pack_replays_every_condition(tmp_path: Path, monkeypatch: py
     _with(monkeypatch, _pack(tmp_path, {"buggy_code": 5}))
     chosen, line = replay.default_conditions(tmp_path, [], EVERY)
     assert chosen == ["buggy_code"] and "signature_only (0 of 5 problems)" in line
+
+
+def test_a_request_answered_by_another_with_the_same_body_counts_for_its_problem(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # signature_only asks problems 3 and 4 the same (same signature): one answer, labelled 3; the manifest's
+    # shared_requests names problem 4
+    pack = _pack(tmp_path, {c: 5 for c in EVERY})
+    answers = [dict(a, cache_key=f"k{n}") for n, a in enumerate(pack.answers)
+               if not (a.get("condition") == "signature_only" and a["task_id"] == "Python/4")]
+    key = next(a["cache_key"] for a in answers if a.get("condition") == "signature_only" and a["task_id"] == "Python/3")
+    _with(monkeypatch, answer_pack.Pack(tmp_path, {}, answers, {}))
+    chosen, line = replay.default_conditions(tmp_path, [], EVERY)
+    assert "signature_only" not in chosen and "signature_only (4 of 5 problems)" in line
+    shared = {answer_pack.SHARED: [{"asset": "test_generations", "condition": "signature_only", "thinking": "off",
+                                    "task_id": "Python/4", "cache_key": key}]}
+    full = answer_pack.Pack(tmp_path, shared, answers, {})
+    assert len(full.labelled()) == len(answers) + 1
+    _with(monkeypatch, full)
+    assert replay.default_conditions(tmp_path, [], EVERY) == (EVERY, "")
