@@ -35,11 +35,11 @@ DEMO_PROBE_N = "3"
 
 # a multi-asset is one step: each list names its side tables beside it (mutation_scores + mutant_kills, ...)
 CHAIN = ["test_generations", "generated_tests", "test_outcomes", "test_coverage", "mutation_scores", "mutant_kills"]
-# left out of a replay unless --mutation: at full size the mutants took 114 s and the mutant runs about 118 s per
-# condition on 2 cores (the README's stage table), so about 14 minutes for six conditions, more than the rest of
+# left out of a replay unless --mutation: at full size the mutants took 112 s and the mutant runs 75-143 s per
+# condition on 2 cores (the README's stage table), about 11 minutes for six conditions, nearly as much as the rest of
 # the chain together
 MUTATION_STEPS = ("mutants", "mutation_scores", "mutant_kills")
-MUTATION_SKIPPED = ("Mutation score: not run in this replay (about 14 min more at full size, six conditions, on 2 cores); add "
+MUTATION_SKIPPED = ("Mutation score: not run in this replay (about 11 min more at full size, six conditions, on 2 cores); add "
                     "--mutation to run it (bash scripts/run-study.sh --mutation)")
 ANALYSIS = [
     "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
@@ -78,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "determinism probe's live sample")
     p.add_argument("--mutation", action=argparse.BooleanOptionalAction, default=None,
                    help="run the mutants and the mutation score (default: yes, but not in a replay, where they "
-                        "would add about 14 minutes at full size)")
+                        "would add about 11 minutes at full size)")
 
 
 def ensure_dagster_home() -> Path:
