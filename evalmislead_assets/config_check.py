@@ -62,6 +62,26 @@ def check_db_path(path: Path) -> None:
         raise ConfigError(f"{where}: folder {folder} is not writable; fix its permissions or point EVALMISLEAD_DB elsewhere")
 
 
+def check_data_folder(folder: Path | None = None) -> None:
+    """The data folder (EVALMISLEAD_HOME: the dataset cache, the report, the review CSV) can be written: one
+    line naming it otherwise, before anything starts to write there."""
+    folder = Path(folder) if folder is not None else settings.project_data_dir()
+    nearest = folder
+    while not nearest.exists():
+        nearest = nearest.parent
+    if not nearest.is_dir() or not os.access(nearest, os.W_OK | os.X_OK) or _read_only_mount(nearest):
+        raise ConfigError(f"the data folder {folder} is not writable ({nearest} is read-only or not a folder); "
+                          "fix its permissions or point EVALMISLEAD_HOME at a writable folder")
+
+
+def _read_only_mount(path: Path) -> bool:
+    """A folder on a file system mounted read-only (root's os.access says writable there)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 MIN_TEMP_FREE = 64 << 20  # bytes: the test sandbox writes each batch's files (and coverage data) there
 
 
@@ -118,13 +138,23 @@ def check_models(study: "Study") -> None:
             raise ConfigError(f"model {m.name}: gguf file {m.gguf} is missing; fix its path in {study.source}")
 
 
-def check_before_run(db: Path | None = None) -> settings.Settings:
-    """Every setting, the DB path (``db`` or EVALMISLEAD_DB) and the input files; returns the settings."""
+def check_before_run(db: Path | None = None, pack: str | None = None,
+                     overrides: dict[str, str] | None = None) -> settings.Settings:
+    """Every setting, the DB path (``db`` or EVALMISLEAD_DB) and the input files; returns the settings. Then the
+    study is recorded with the data (recorded_study): its text, the answer pack a replay imports (``pack``)
+    and the run-level values `evalmislead run` set (``overrides``)."""
     cfg = settings.load()
-    from evalmislead_assets import study_models
+    from evalmislead_assets import recorded_study, study_models
 
     check_models(study_models.check())  # the study file, the model selection, each model's file
-    check_db_path(Path(db) if db is not None else cfg.db)
+    path = Path(db) if db is not None else cfg.db
+    check_db_path(path)
+    check_data_folder()
     check_temp_space()
     check_input_files()
+    try:
+        recorded_study.record(path, settings.study_path(), settings.study_text(), pack=pack, overrides=overrides)
+    except OSError as exc:
+        raise ConfigError(f"the study cannot be recorded beside {path} ({exc.strerror or exc}); make the data "
+                          "folder writable or point EVALMISLEAD_HOME at a writable folder") from None
     return cfg

@@ -12,6 +12,9 @@ from dagster import TableColumn, TableColumnConstraints, TableSchema
 from evalmislead_assets.store import schema
 
 COLUMN_SCHEMA_KEY = "dagster/column_schema"
+# an output stored in place of a measurement that could not be made (the probe's server was down): the next
+# `evalmislead run` runs it again although it is fresh
+INCOMPLETE_KEY = "evalmislead/incomplete"
 
 
 def table_schema(table: str) -> TableSchema:

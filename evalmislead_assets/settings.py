@@ -111,8 +111,31 @@ def db_path() -> Path:
     return path.expanduser().resolve()
 
 
+_RECORDED_OVERRIDES_APPLY = [True]
+
+
+def ignore_recorded_overrides() -> None:
+    """`evalmislead run` decides its run-level values itself (flags, demo defaults, variables): in its process
+    the values recorded by an earlier run do not apply (it records its own)."""
+    _RECORDED_OVERRIDES_APPLY[0] = False
+
+
+def _env(name: str) -> str | None:
+    """The variable ``name``; for the run-level values a run records with its study (recorded_study), the
+    recorded value when the variable is unset, so the UI and `backfill` run with what `evalmislead run` used."""
+    raw = os.environ.get(name)
+    if raw is not None:
+        return raw
+    from evalmislead_assets import recorded_study
+
+    if name not in recorded_study.RECORDED_OVERRIDES or not _RECORDED_OVERRIDES_APPLY[0]:
+        return None
+    recorded = recorded_study.read(db_path())
+    return recorded.overrides.get(name) if recorded is not None else None
+
+
 def _int_env(name: str, default: int, minimum: int = 1) -> int:
-    raw = os.environ.get(name, "").strip()
+    raw = (_env(name) or "").strip()
     if not raw:
         return default
     try:
@@ -210,6 +233,10 @@ def problem_subset() -> list[int] | None:
         return parse_problem_list(raw)
     value = study_setting("problems")
     if value is None:
+        raw = _env("EVALMISLEAD_PROBLEMS")  # the subset the data folder's last run used
+        if raw is not None:
+            return parse_problem_list(raw, source="EVALMISLEAD_PROBLEMS recorded with the data folder's study")
+    if value is None:
         return None
     text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
     return parse_problem_list(text, source=f"problems in {study_path()}")
@@ -219,7 +246,9 @@ def problem_source() -> str:
     """Where the problem subset comes from, for the run's header line."""
     if os.environ.get("EVALMISLEAD_PROBLEMS") is not None:
         return "EVALMISLEAD_PROBLEMS"
-    return f"the study file {study_path()}" if study_setting("problems") is not None else "default: all"
+    if study_setting("problems") is not None:
+        return f"the study file {study_path()}"
+    return "the data folder's last run" if _env("EVALMISLEAD_PROBLEMS") is not None else "default: all"
 
 
 _STUDY_TEXT: dict[Path, str] = {}  # study file -> its text as this process first read it
@@ -273,8 +302,15 @@ def llm_deadline_s() -> float:
 
 
 def study_path() -> Path:
-    """EVALMISLEAD_STUDY: the study file listing the models (default study.toml in the project)."""
-    return _path_env("EVALMISLEAD_STUDY", PROJECT_ROOT / "study.toml")
+    """EVALMISLEAD_STUDY: the study file listing the models; unset, the study the data folder was made with
+    (recorded_study), else study.toml in the project. ConfigError when EVALMISLEAD_STUDY names another study
+    than the data folder's."""
+    from evalmislead_assets import recorded_study
+
+    raw = os.environ.get("EVALMISLEAD_STUDY", "").strip()
+    db = db_path()
+    return recorded_study.resolve(Path(raw).expanduser() if raw else None, recorded_study.read(db),
+                                  PROJECT_ROOT / "study.toml", db)
 
 
 def model_selection() -> list[str] | None:

@@ -23,7 +23,7 @@ from evalmislead_assets.study.models import (
 def _bundled_default(model: embedded_model.BundledModel) -> ModelSpec:
     # the bundled coders have no thinking mode: thinking-on work for them is refused before it starts
     return ModelSpec(name=model.name, bundled=model.name, parameters=model.parameters, family="Qwen2.5-Coder",
-                     thinking=False)
+                     thinking=False, thinking_default=f"the bundled {model.name} has no thinking mode")
 
 
 BUNDLED_DEFAULTS: dict[str, ModelSpec] = {m.name: _bundled_default(m) for m in embedded_model.BUNDLED.values()}
@@ -34,8 +34,11 @@ def _filled(m: ModelSpec) -> ModelSpec:
     if not m.bundled:
         return m
     known = BUNDLED_DEFAULTS[m.bundled]
+    default = (f"the bundled {m.bundled} has no thinking mode; the study file does not set thinking"
+               if m.thinking is None else m.thinking_default)
     return dataclasses.replace(m, parameters=m.parameters or known.parameters, family=m.family or known.family,
-                               thinking=known.thinking if m.thinking is None else m.thinking)
+                               thinking=known.thinking if m.thinking is None else m.thinking,
+                               thinking_default=default)
 
 
 def _read() -> Study:

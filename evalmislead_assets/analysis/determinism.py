@@ -138,6 +138,33 @@ def _cells(tests: list[tuple[str, str]] | None) -> dict[str, Any]:
     return {"n_tests": len(tests), **{c: sum(1 for _, o in tests if o == c) for c in OUTCOMES}}
 
 
+# the error a probe row carries when the probe could not send anything (server down, cannot start): the
+# report and the summary say the probe did not run, and why, instead of counting failed requests
+NOT_RUN_PREFIX = "probe did not run: "
+
+
+def first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0]
+
+
+def not_run_results(drawn: pd.DataFrame, error: str) -> list[ChatResult]:
+    """One failed result per drawn request, each carrying ``error`` (nothing was sent)."""
+    return [ChatResult(request_json=str(g.request_json), cache_key=str(g.cache_key), text="", reasoning=None,
+                       reasoning_present=False, finish_reason=None, prompt_tokens=None, completion_tokens=None,
+                       latency_s=None, server_url=None, server_props_sha256=None, model=None, from_cache=False,
+                       error=error) for g in drawn.itertuples(index=False)]
+
+
+def not_run_reason(probe: pd.DataFrame) -> str | None:
+    """Why the probe did not run, when every row says it did not (else None)."""
+    if probe.empty or "probe_error" not in probe:
+        return None
+    errors = [str(e) for e in probe["probe_error"] if isinstance(e, str)]
+    if len(errors) != len(probe) or not all(e.startswith(NOT_RUN_PREFIX) for e in errors):
+        return None
+    return errors[0].removeprefix(NOT_RUN_PREFIX)
+
+
 def build_rows(
     drawn: pd.DataFrame, results: Sequence[ChatResult], scored: Mapping[str, list[tuple[str, str]]], seed: int,
     now: datetime | None = None,

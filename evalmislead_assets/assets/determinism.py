@@ -8,12 +8,15 @@ import time
 from typing import Optional
 
 import pandas as pd
-from dagster import AssetExecutionContext, AssetIn, Failure, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, AssetIn, MetadataValue, Output, asset
 from pydantic import Field
 
 from evalmislead_assets.analysis.determinism import (
     DEFAULT_SEED,
+    NOT_RUN_PREFIX,
     build_rows,
+    first_line,
+    not_run_results,
     by_partition,
     probe_requests,
     problems_for,
@@ -27,10 +30,13 @@ from evalmislead_assets.execution.batch import build_generated_tests, build_test
 from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.report.sections.determinism import sensitivity_lines, settings_line
 from evalmislead_assets import settings
+from evalmislead_assets.dagster_metadata import INCOMPLETE_KEY
 from evalmislead_assets.assets.model_scope import model_of
 from evalmislead_assets.assets.problem_inputs import PROBLEMS_IN
 from evalmislead_assets.assets.sandbox_config import ExecutionConfig, make_sandbox
 from evalmislead_assets.llm.errors import batch_errors_line
+from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.llm.llama_server import ServerError
 from evalmislead_assets.llm.types import LLMUnreachable
 from evalmislead_assets.resources import LLMResource, WarehouseResource
 
@@ -98,8 +104,14 @@ def determinism_probe(
     try:
         results, stats = llm.run_batch_with_stats(wh, probe_requests(drawn), log=context.log, bypass_cache=True,
                                                   model=model_of(context))
-    except LLMUnreachable as exc:
-        raise Failure(description=str(exc)) from None
+    except (LLMUnreachable, ServerError, ConfigError, OSError) as exc:
+        # The probe is a side measurement: a server that cannot start, cannot be reached or refuses is stored as
+        # the reason the probe did not run, and the study's tables and report are built all the same.
+        reason = first_line(str(exc)) or type(exc).__name__
+        context.log.warning(f"determinism_probe: did not run ({reason}); the study goes on without it")
+        df = build_rows(drawn, not_run_results(drawn, f"{NOT_RUN_PREFIX}{reason}"), {}, config.seed)
+        return Output(df, metadata={**_metadata(df, {}, time.monotonic() - start, 0),
+                                    "status": f"not run: {reason}", INCOMPLETE_KEY: True})
     line = batch_errors_line("determinism_probe", [str(t) for t in drawn["task_id"]], [r.error for r in results])
     if line:
         # A failed request is not a re-generated answer: its row keeps probe_error and is left out of the identity

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 
@@ -47,6 +48,32 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("evalmislead: interrupted; stored rows are kept, re-run to resume", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # a folder it cannot write (read-only, no permission, full), however deep it was raised and whatever
+        # wrapped it: one line naming the path, never a traceback that blames the file being read
+        cause = _storage_cause(exc)
+        if cause is None:
+            raise
+        where = cause.filename or "a file of the data folder"
+        print(f"evalmislead: cannot write {where} ({cause.strerror}); make the folder writable (or free space), "
+              "or point EVALMISLEAD_HOME / EVALMISLEAD_DB at a writable folder; stored rows are unchanged",
+              file=sys.stderr)
+        return 2
+
+
+_STORAGE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT}
+
+
+def _storage_cause(exc: BaseException) -> OSError | None:
+    """The OSError behind ``exc`` (itself, its cause or its context) that says a file could not be written."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno in _STORAGE_ERRNOS:
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 if __name__ == "__main__":

@@ -44,7 +44,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from evalmislead_assets.store.database import Warehouse
 
-    wh = Warehouse(Path(args.db).expanduser() if args.db else settings.db_path())
+    db = Path(args.db).expanduser() if args.db else settings.db_path()
+    if args.action == "import":  # it writes llm_cache and parses the dataset into the data folder's cache
+        from evalmislead_assets.config_check import check_data_folder, check_db_path
+
+        check_db_path(db)
+        check_data_folder()
+    wh = Warehouse(db)
     try:
         if args.action == "export":
             spec = _model(args.model)

@@ -85,6 +85,18 @@ def model_assets(assets: list[str], models: str, keys: list[list[str]]) -> list[
     return out
 
 
+def refuse_thinking(mode: str, models: str) -> None:
+    """Before anything is launched: thinking-on work for a model of the data folder's study that cannot think is
+    refused in one line, as `evalmislead run` refuses it (the study file's line or the bundled model's default)."""
+    from evalmislead_assets import study_models
+
+    study = study_models.study()
+    wanted = {m.strip() for m in models.split(",") if m.strip()}
+    for model in study.models:
+        if not wanted or model.name in wanted or model.key in wanted:
+            model.refuse_thinking(mode, study.source)
+
+
 def _title(mode: str, assets: list[str]) -> str:
     """The backfill's title (Dagster allows 100 characters): the mode and the assets, shortened to fit."""
     title = f"thinking={mode}: {', '.join(assets)}"
@@ -99,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     assets = [a.strip() for a in args.assets.split(",") if a.strip()]
     if not assets:
         raise ConfigError("--assets is empty; name at least one asset, e.g. --assets test_generations")
+    refuse_thinking(args.thinking, getattr(args, "models", ""))
     with WebserverClient(args.url) as client:
         try:
             client.query("{ version }")

@@ -79,6 +79,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mutation", action=argparse.BooleanOptionalAction, default=None,
                    help="run the mutants and the mutation score (default: yes, but not in a replay, where they "
                         "would add about 11 minutes at full size)")
+    p.add_argument("--force", action="store_true",
+                   help="run every step again, also those whose partitions are fresh and were made with the same "
+                        "settings (default: such steps are skipped, naming them)")
 
 
 def ensure_dagster_home() -> Path:
@@ -123,6 +126,7 @@ def open_instance(home: Path) -> "DagsterInstance":
 def run(args: argparse.Namespace) -> int:
     # SIGINT / SIGTERM: stop in seconds with 130 / 143 (a second signal exits at once), see stop_signals
     stop_signals.install()
+    settings.ignore_recorded_overrides()  # this run's flags and defaults decide; it records them for later routes
     if getattr(args, "problems", ""):
         os.environ["EVALMISLEAD_PROBLEMS"] = args.problems  # the flag wins over the study file and the variable
     replay = None
@@ -151,7 +155,14 @@ def run(args: argparse.Namespace) -> int:
         })
     if getattr(args, "models", ""):
         settings.set_model_selection(args.models)  # before the study (and the definitions) are read
-    cfg = config_check.check_before_run()  # every setting, the DB path and the input files, before anything starts
+    # every setting, the DB path and the input files, before anything starts; then the study is recorded with
+    # the data (the pack a replay imports, the values this run set for itself), so every later route uses it
+    from evalmislead_assets import recorded_study
+    from evalmislead_assets.recorded_study import RECORDED_OVERRIDES
+
+    cfg = config_check.check_before_run(
+        pack=str(replay.pack.folder) if replay is not None else None,
+        overrides={name: os.environ[name] for name in RECORDED_OVERRIDES if os.environ.get(name, "").strip()})
     # one run per DuckDB file and data folder: a second one stops here (exit 2), naming this pid; a Dagster
     # run started meanwhile (UI, backfill, `dagster asset materialize`) waits for this one to end
     data_lock.hold_data_folder(cfg.db, "evalmislead " + " ".join(sys.argv[1:]))
@@ -183,8 +194,15 @@ def run(args: argparse.Namespace) -> int:
 
     # Dagster's console logger without its stack traces: the run's own line names the failure
     job = defs.resolve_implicit_global_asset_job_def().with_logger_defs({"console": console_without_traces})
-    known = set(defs.resolve_asset_graph().get_all_asset_keys())
+    graph = defs.resolve_asset_graph()
+    known = set(graph.get_all_asset_keys())
     study = study_models.study()
+    from evalmislead_assets.cli import up_to_date
+
+    # what decides the rows besides Dagster's code and data versions; each run carries it (and the study's hash)
+    fingerprint = up_to_date.settings_fingerprint(settings.study_text(), {})
+    run_tags = {up_to_date.SETTINGS_TAG: fingerprint,
+                up_to_date.STUDY_TAG: recorded_study.sha256_text(settings.study_text())}
     for stale in fail_stale_runs(instance):  # a killed run's partition is free again
         print(f"evalmislead: {stale.line()}", flush=True)
     subset = ("all 164" if cfg.problems is None else ",".join(map(str, cfg.problems))) + \
@@ -203,6 +221,14 @@ def run(args: argparse.Namespace) -> int:
         keys = [k for k in keys if k in known]
         if not keys:
             return
+        if not getattr(args, "force", False):  # what is fresh and made with these settings is not run again
+            todo = up_to_date.keys_to_run(instance, graph, keys, None if pkey is None else str(pkey), fingerprint)
+            if not todo:
+                print(f"evalmislead: up to date: {'+'.join(k.to_user_string() for k in keys)}"
+                      f"{f' [{pkey}]' if pkey is not None else ''} (nothing changed; --force runs it again)",
+                      flush=True)
+                return
+            keys = todo
         label = f"{'+'.join(k.to_user_string() for k in keys)}" + (f" [{pkey}]" if pkey is not None else "")
         t0 = time.monotonic()
         print(f"evalmislead: materializing {label} ...", flush=True)
@@ -211,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
                 instance=instance, asset_selection=keys,
                 partition_key=pkey, raise_on_error=False,
                 run_config={"loggers": {"console": {"config": {"log_level": args.log_level}}}},
+                tags=run_tags,
             )
         except KeyboardInterrupt:  # a stop that reached us outside Dagster's own handling
             _stopped(label)

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from evalmislead_assets import study_models
-from evalmislead_assets.analysis.determinism import summarize as summarize_probe
+from evalmislead_assets.analysis.determinism import not_run_reason, summarize as summarize_probe
 from evalmislead_assets.report.formatting import NOT_ESTIMABLE, ci, missing, pct, points
 from evalmislead_assets.report.tables import test_body
 from evalmislead_assets.store.database import Warehouse
@@ -177,6 +177,11 @@ def probe_lines(wh: Warehouse, models: list[str] | None = None) -> list[str]:
         if not s.drawn:
             continue
         who = f" [{name}]" if models and len(models) > 1 else ""
+        reason = not_run_reason(probe)
+        if reason is not None:
+            out += ["", f"Live sample{who} (determinism probe): did not run ({reason}); the study's tables and "
+                    "report do not depend on it"]
+            continue
         failed = f"; {s.errors} request(s) failed, not compared" if s.errors else ""
         out += ["", f"Live sample{who} (determinism probe, cache bypassed): {s.drawn} stored requests re-sent to "
                 f"this machine's server; {s.identical} of {s.n} answers byte-identical to the stored ones, "

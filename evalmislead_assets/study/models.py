@@ -80,6 +80,7 @@ class ModelSpec:
     parameters: str = ""
     family: str = ""
     thinking: bool | None = None  # None: not declared (thinking-on work is allowed, and checked per answer)
+    thinking_default: str = ""  # where ``thinking`` comes from when the study file does not say (a bundled model)
     api_key_env: str = ""  # the variable holding the endpoint's key (its value is read only when sending)
     headers: Mapping[str, str] = field(default_factory=dict)
     api: str = "llama.cpp"  # the request body's flavour: "openai" for a hosted endpoint (no llama-server fields)
@@ -98,8 +99,9 @@ class ModelSpec:
     def refuse_thinking(self, mode: str, source: str) -> None:
         """One line when thinking-on work is asked of a model that declares it cannot think."""
         if mode == "on" and self.thinking is False:
-            raise StudyError(f"model {self.name} cannot think (thinking = false in {source}): thinking-on work is "
-                             "refused; run thinking off, or set thinking = true for a model with a thinking mode")
+            said = self.thinking_default or f"thinking = false in its [[models]] entry in {source}"
+            raise StudyError(f"model {self.name} cannot think ({said}): thinking-on work is refused; run thinking "
+                             "off, or give a model with a thinking mode thinking = true in the study file")
 
     def reach(self) -> str:
         if self.urls:

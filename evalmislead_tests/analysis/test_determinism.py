@@ -161,6 +161,27 @@ def test_a_failed_probe_request_is_stored_as_failed_and_the_step_goes_on(seeded_
     assert pd.isna(rows.loc["buggy_code", "probe_error"]) and rows.loc["buggy_code", "identical"]
 
 
+def test_an_unreachable_server_stores_why_the_probe_did_not_run_and_the_step_succeeds(seeded_warehouse) -> None:
+    """The probe is a side measurement: with its server down nothing is sent, every drawn request is stored with
+    the reason, the step succeeds (the report after it is built), and the output asks the next run to try again."""
+    from evalmislead_assets.dagster_metadata import INCOMPLETE_KEY
+    from evalmislead_tests.dagster_services import free_port
+
+    _store(seeded_warehouse, [("buggy_code", "p-one", "No tests from me.", None)])
+    down = LLMResource(urls=f"http://127.0.0.1:{free_port()}", retries=0, backoff_s=0.01)
+    result = _probe(down)
+    assert result.success
+    meta = _meta(result)
+    assert meta["status"].startswith("not run: ") and "unreachable" in meta["status"]
+    assert meta[INCOMPLETE_KEY] is True and meta["n"] == 0 and meta["share_identical_text"] is None
+    rows = seeded_warehouse.read_table("determinism_probe")
+    assert len(rows) == 1 and rows["probe_error"][0].startswith(det.NOT_RUN_PREFIX)
+    assert det.not_run_reason(rows) is not None
+    lines = "\n".join(determinism_section.section({"determinism_probe": rows}))
+    assert "did not run (" in lines and "unreachable" in lines and "0.0 %" not in lines and "%" not in lines
+    assert _count(seeded_warehouse, "llm_calls") == 0
+
+
 def test_no_stored_answer_means_not_run(seeded_warehouse) -> None:
     meta = _meta(_probe(ScriptedLLM(urls="http://nowhere:1", retries=0)))
     assert meta["status"].startswith("not run") and meta["n"] == 0

@@ -36,9 +36,33 @@ def test_mode_partitions_rejects_other_assets(dims: object, message: str) -> Non
 
 @pytest.fixture(scope="module")
 def webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterServices]:
+    """A one-model study whose model may think (a server by URL: the capability is not declared); the CLI
+    reads the same settings as the webserver."""
     base = tmp_path_factory.mktemp("backfill_cmd")
-    with dagster_services(base, {"EVALMISLEAD_DB": str(base / "study.duckdb")}, daemon=False) as svc:
+    env = {"EVALMISLEAD_DB": str(base / "study.duckdb"), "EVALMISLEAD_LLM_URL": "http://127.0.0.1:9"}
+    with pytest.MonkeyPatch.context() as mp, dagster_services(base, env, daemon=False) as svc:
+        for name, value in env.items():
+            mp.setenv(name, value)
         yield svc
+
+
+def test_a_model_that_cannot_think_is_refused_before_anything_launches(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bundled coder has no thinking mode: `backfill --thinking on` exits 2 in one line that says where the
+    capability comes from, before it looks for a webserver (none answers at this URL)."""
+    monkeypatch.setenv("EVALMISLEAD_DB", f"{tmp_path}/study.duckdb")
+    for name in ("EVALMISLEAD_LLM_URL", "EVALMISLEAD_STUDY", "EVALMISLEAD_MODELS"):
+        monkeypatch.delenv(name, raising=False)
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["backfill", "--thinking", "on", "--url", url, "--no-wait"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no Dagster webserver" not in err, err
+    assert "model qwen2.5-coder-0.5b cannot think (the bundled qwen2.5-coder-0.5b has no thinking mode" in err
+    assert "thinking = false in" not in err  # no such line exists in the study file
+    # thinking off is not refused: it goes on to look for the webserver
+    assert main(["backfill", "--thinking", "off", "--url", url, "--no-wait"]) == 2
+    assert "no Dagster webserver answering" in capsys.readouterr().err
 
 
 def _launched_id(out: str) -> str:
@@ -125,7 +149,10 @@ def two_model_webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Da
     base = tmp_path_factory.mktemp("backfill_two_models")
     (base / "study.toml").write_text(TWO_MODELS)
     env = {"EVALMISLEAD_DB": str(base / "study.duckdb"), "EVALMISLEAD_STUDY": str(base / "study.toml")}
-    with dagster_services(base, env, daemon=False) as svc:
+    with pytest.MonkeyPatch.context() as mp, dagster_services(base, env, daemon=False) as svc:
+        for name, value in env.items():
+            mp.setenv(name, value)
+        mp.delenv("EVALMISLEAD_LLM_URL", raising=False)
         yield svc
 
 

@@ -135,3 +135,47 @@ def test_the_sandbox_names_a_full_folder(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert "No space left on device" in proc.stdout and f"the sandbox folder {small} has" in proc.stdout
+
+
+def _read_only_prefix(folder: Path) -> list[str]:
+    """A command prefix running the rest in a mount namespace where ``folder`` is bind-mounted read-only."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1) here to mount a folder read-only")
+    script = 'mount --bind "$RO" "$RO" && mount -o remount,ro,bind "$RO" "$RO" && exec "$@"'
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", "true"], env={**os.environ, "RO": str(folder)},
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot bind-mount read-only in a mount namespace here ({probe.stderr.strip()[:200]})")
+    return ["unshare", "-m", "sh", "-c", script, "sh"]
+
+
+def test_answers_import_into_a_read_only_data_folder_is_one_line_naming_it(tmp_path: Path) -> None:
+    """The folder is on a read-only mount: one line naming the data folder, not a traceback blaming the dataset."""
+    data = tmp_path / "data"
+    data.mkdir()
+    env = _env(tmp_path, RO=str(data))
+    pack = PROJECT_ROOT / "evalmislead_assets" / "data" / "answers" / "qwen2.5-coder-1.5b-full"
+    err = _one_line(_cli(env, "answers", "import", str(pack), prefix=_read_only_prefix(data)))
+    assert str(data) in err and ("not writable" in err or "Read-only" in err), err
+    assert "humanevalpack" not in err and not any(data.iterdir())
+
+
+def test_a_write_refused_deep_inside_a_command_is_one_line_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """However an OSError that refuses a write is wrapped (here as a dataset error with its cause suppressed), the
+    CLI prints one line naming the file it could not write."""
+    import errno
+
+    from evalmislead_assets.cli import export_cmd, main
+
+    def refuse(_args: object) -> int:
+        try:
+            raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "hf-cache" / "x.lock"))
+        except OSError as exc:
+            raise RuntimeError(f"dataset file could not be parsed: {exc}") from None
+
+    monkeypatch.setattr(export_cmd, "run", refuse)
+    assert main(["export"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"cannot write {tmp_path / 'hf-cache' / 'x.lock'} (Read-only file system)" in err

@@ -19,6 +19,14 @@ from evalmislead_assets import settings
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _rows(db: Path, tables: list[str]) -> dict[str, list[tuple]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables}
+    finally:
+        con.close()
+
+
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALMISLEAD_", "DAGSTER_HOME"))}
     env.update(extra)
@@ -67,9 +75,20 @@ def test_recorded_answers_replay_without_requests(tmp_path: Path) -> None:
     assert "Live sample (determinism probe, cache bypassed): 1 stored requests re-sent" in proc.stdout
     con.close()
 
-    # again: the import changes nothing and the tables come out the same
+    # again: the import changes nothing, no step runs (each is fresh and made with the same settings), no request
+    # is sent and no stored row changes
+    tables = ["model_specs", "test_generations", "generated_tests", "test_outcomes", "test_coverage",
+              "condition_rates", "bootstrap_comparisons", "determinism_probe", "llm_calls", "spec_labels"]
+    before = _rows(home / "evalmislead.duckdb", tables)
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
     assert again.returncode == 0 and "imported 0 answers into llm_cache (5 already there)" in again.stdout
+    assert "evalmislead: materializing" not in again.stdout, again.stdout[-3000:]
+    assert "evalmislead: up to date: test_generations+generated_tests+test_outcomes+test_coverage " \
+           "[buggy_code|off]" in again.stdout
+    assert _rows(home / "evalmislead.duckdb", tables) == before
+    # the data folder knows its study: a later route with no study set reads the pack's
+    recorded = json.loads((home / "evalmislead.study.json").read_text())
+    assert recorded["pack"] == str(pack) and (home / "evalmislead.study.toml").read_text() == study.read_text()
 
     # a changed prompt: refused in one line, exit 2, nothing imported into a fresh folder
     prompts = tmp_path / "prompts"

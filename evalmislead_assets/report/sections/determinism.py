@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalmislead_assets.analysis.determinism import TABLE, by_partition, summarize
+from evalmislead_assets.analysis.determinism import TABLE, by_partition, not_run_reason, summarize
 from evalmislead_assets.analysis.determinism_sensitivity import sensitivity
 from evalmislead_assets.report.formatting import level_label, md_table, missing, pct, points
 
@@ -32,6 +32,11 @@ def section(frames: dict[str, pd.DataFrame]) -> list[str]:
     if summary.drawn == 0:
         return ["_The determinism probe has not run (materialize `determinism_probe`): run-to-run noise of the "
                 "single generation per problem is not measured._"]
+    reason = not_run_reason(probe)
+    if reason is not None:
+        return [f"_The determinism probe did not run ({reason}): run-to-run noise of the single generation per "
+                "problem is not measured. Nothing else in this report depends on it; materialize "
+                "`determinism_probe` again once the server answers._"]
     if summary.n == 0:
         return [f"_The determinism probe re-sent {summary.drawn} requests and got no answer "
                 f"({summary.errors} errors): run-to-run noise is not measured._"]
