@@ -305,10 +305,10 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
             probe.start()
         try:
             item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
-            status, detail = status_of(plugin.reports)
+            status, detail = status_of(plugin.reports, _output_full(testdir))
         except BaseException as exc:  # pytest.exit() or KeyboardInterrupt inside the test, or a broken hook
             if any(r.when == "call" for r in plugin.reports):
-                status, detail = status_of(plugin.reports)
+                status, detail = status_of(plugin.reports, _output_full(testdir))
                 status = "error" if status == "passed" else status  # the protocol did not finish
             else:
                 status, detail = "error", f"{type(exc).__name__}: {exc}"
@@ -323,6 +323,16 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
         write_line(rep_w, report, prefix=nonce + "\t")
     finally:
         os._exit(0)
+
+
+def _output_full(testdir: str) -> bool:
+    """Whether the test's output log reached the file-size cap (its writes then fail with EFBIG)."""
+    cap = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    try:
+        size = os.stat(os.path.join(testdir, "output.log")).st_size
+    except OSError:
+        return False
+    return cap != resource.RLIM_INFINITY and size >= cap
 
 
 def coverage_hooks() -> Any:

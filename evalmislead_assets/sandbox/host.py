@@ -72,13 +72,14 @@ from evalmislead_assets.sandbox import seccomp as sandbox_seccomp
 from evalmislead_assets.sandbox import tamper_scan as sandbox_tamper
 from evalmislead_assets.sandbox.ipc import ZygoteProcess
 from evalmislead_assets.sandbox.isolation import Isolation, first_closed_dir
-from evalmislead_assets.sandbox.limits import (MAX_ID_CHARS, MAX_TESTS, TEST_TIMEOUT_S, Limits, TooLow,  # noqa: F401
-                                               fit_to_host)  # Limits and its constants are named through host too
+from evalmislead_assets.sandbox.limits import (LIMIT_STATUSES, MAX_ID_CHARS, MAX_TESTS, TEST_TIMEOUT_S,  # noqa: F401
+                                               Limits, TooLow, fit_to_host)  # Limits and its constants are named through host too
 
 
 MODULE_UNDER_TEST = "solution"  # tests import the code under test as `from solution import f`
 TEST_FILE = "test_generated.py"
-STATUSES = ("passed", "failed", "error", "timeout", "crashed", "tampered")  # "tampered": see sandbox_tamper/_guard
+# "tampered": see sandbox_tamper/_guard; "limit:*": the run ended on one of the runner's caps (limits.py)
+STATUSES = ("passed", "failed", "error", "timeout", "crashed", "tampered", *LIMIT_STATUSES)
 
 log = logging.getLogger(__name__)
 _ZYGOTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote.py")

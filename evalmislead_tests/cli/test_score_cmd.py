@@ -26,7 +26,7 @@ def _args(files: dict[str, Path], *extra: str) -> list[str]:
 def test_json_on_the_worked_example(files, capsys) -> None:
     assert main(_args(files, "--json")) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["counts"] == {"misleading": 6, "effective": 0, "both_pass": 1, "both_fail": 0}
+    assert out["counts"] == {"misleading": 6, "effective": 0, "both_pass": 1, "both_fail": 0, "limit": 0}
     assert len(out["tests"]) == 7 and out["n_tests"] == 7 and out["error"] is None
     first = out["tests"][0]
     assert {"test_id", "buggy_status", "fixed_status", "outcome"} <= set(first)
