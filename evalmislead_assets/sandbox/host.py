@@ -13,9 +13,10 @@ after import) and runs it through pytest's runtest protocol. After each test the
 module process kills whatever the test left running in the namespace.
 
 Hardening (the trust model is in docs/sandbox.md, "The runner's trust model"): each run sees only a
-size-limited tmpfs holding its own module folder (read-only, always at ``<batch>/m``) and a fresh
-work folder, its own PID, mount, IPC and network namespaces and its own /proc; every other mount
-is read-only; scrubbed environment; limits on address space, file size (which also caps captured
+read-only tmpfs holding its own module folder (read-only, always at ``<batch>/m``) and a fresh,
+size-limited work folder (the only place a test can write, emptied between test ids), its own PID,
+mount, IPC and network namespaces and its own /proc; every other mount is read-only; a test's
+stdout/stderr are not file objects; scrubbed environment; limits on address space, file size (which also caps captured
 output), open files, processes and CPU; no new privileges; not dumpable. As root each chain runs
 as a uid of its own; as a normal user the zygote first enters a user namespace mapped to the
 invoking user and drops its capabilities before test code runs. The zygote enforces each time
