@@ -291,8 +291,8 @@ def _name_use(node: ast.Name, ctx: _Context) -> str | None:
     if node.id == "type" and isinstance(node.ctx, ast.Load):
         return _type_use(node, parent, ctx)
     if node.id in ctx.modules and ctx.modules[node.id] in MODULE_NAMES and \
-            not (isinstance(parent, ast.Attribute) and parent.value is node):
-        return f"uses the module {ctx.modules[node.id]} as a value"
+            not (isinstance(parent, ast.Attribute) and parent.value is node) and not isinstance(parent, ast.Expr):
+        return f"uses the module {ctx.modules[node.id]} as a value"  # a bare `pytest` statement hands it to no one
     if node.id.startswith("pytest_"):
         return f"uses the pytest name {node.id}"
     return None

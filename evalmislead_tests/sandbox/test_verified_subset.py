@@ -253,3 +253,9 @@ def test_the_main_block_is_skipped_only_under_its_own_guard() -> None:
     guarded = "import sys\nimport pytest\nif __name__ == '__main__':\n    sys.exit(pytest.main([__file__]))\n"
     assert check(guarded) == (True, None)
     assert check(guarded.replace("'__main__'", "'__mai' + 'n__'"))[0] is False
+
+
+def test_a_module_alone_on_a_line_is_no_value_handed_on() -> None:
+    """A recorded 1.5B answer ends with a bare ``pytest`` line: evaluating the name hands the module to no one."""
+    assert check("import pytest\ndef test_x():\n    assert True\npytest\n") == (True, None)
+    assert check("import pytest\nm = [pytest]\n") == (False, "uses the module pytest as a value")
