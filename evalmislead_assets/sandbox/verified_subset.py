@@ -558,6 +558,7 @@ def _function(node: ast.FunctionDef, fixtures: set[str]) -> str | None:
     if not injected:
         return None
     params = _parametrized(node)
+    own = _fixture_names(node) if _is_fixture(node) else set()
     args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
     n_defaults = len(node.args.defaults)
     positional = node.args.posonlyargs + node.args.args
@@ -565,6 +566,8 @@ def _function(node: ast.FunctionDef, fixtures: set[str]) -> str | None:
     defaulted |= {id(a) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None}
     for arg in args:
         name = arg.arg
+        if name in own:  # a fixture asking for the one of the same name it overrides: pytest's own, if builtin
+            return f"{node.name} requests the fixture {name} it overrides"
         if name in ("self", "cls") or id(arg) in defaulted or name in params or name in fixtures:
             continue
         if name in ALLOWED_FIXTURES:
@@ -586,6 +589,16 @@ def _is_fixture(node: ast.FunctionDef) -> bool:
     return False
 
 
+def _fixture_names(node: ast.FunctionDef) -> set[str]:
+    """The names a fixture function is requested by: its own, or ``name=``."""
+    names = {node.name}
+    for deco in node.decorator_list:
+        if isinstance(deco, ast.Call):
+            names.update(k.value.value for k in deco.keywords if k.arg == "name"
+                         and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str))
+    return names
+
+
 def _file_fixtures(tree: ast.Module) -> set[str]:
     names = set()
     for node in ast.walk(tree):
@@ -602,6 +615,9 @@ def _parametrized(node: ast.FunctionDef) -> set[str]:
     names: set[str] = set()
     for deco in node.decorator_list:
         if isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.func.attr == "parametrize":
+            indirect = next((k.value for k in deco.keywords if k.arg == "indirect"), None)
+            if indirect is not None and not (isinstance(indirect, ast.Constant) and indirect.value is False):
+                continue  # indirect: the values go to fixtures of these names, which must pass as fixtures
             first = deco.args[0] if deco.args else next((k.value for k in deco.keywords if k.arg == "argnames"), None)
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 names.update(n.strip() for n in first.value.split(","))

@@ -56,6 +56,8 @@ EXPECTED = {
     "stdout_fileio.py": "reaches sys.stdout",
     "generate_tests_hook.py": "defines the pytest hook pytest_generate_tests",
     "module_alias.py": "uses the module sys as a value",
+    "fixture_override.py": "pytestconfig requests the fixture pytestconfig it overrides",
+    "parametrize_indirect.py": "test_forged takes the fixture pytestconfig",
 }
 # honest files of the corpus that stay outside the subset, with their reason (the runner still scores them as
 # plain pytest does: test_sandbox_honest.py)
