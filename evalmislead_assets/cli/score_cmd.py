@@ -17,6 +17,7 @@ from evalmislead_assets.execution import cells as execution_cells
 from evalmislead_assets.execution.collection import collect_module
 from evalmislead_assets.execution.extraction import defined_names, extract
 from evalmislead_assets.report.formatting import pct
+from evalmislead_assets.sandbox import verified_subset
 from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_TIMEOUT_S, Limits, Sandbox, SandboxUnavailable
 from evalmislead_assets.errors import ConfigError
 
@@ -29,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--buggy", required=True, metavar="BUGGY.py", help="buggy version (defines NAME)")
     parser.add_argument("--fixed", required=True, metavar="FIXED.py", help="fixed version (defines NAME)")
     parser.add_argument("--tests", required=True, metavar="TESTS.py", help="pytest file, or a Markdown answer")
-    parser.add_argument("--json", action="store_true", help='print {"tests": [...], "counts": {...}, ...}')
+    parser.add_argument("--json", action="store_true",
+                        help='print {"tests": [...], "counts": {...}, "verified": ..., "unverified_reason": ..., ...}')
     parser.add_argument("--extract", action="store_true", help="treat --tests as a model answer and extract the code")
     parser.add_argument("--timeout", type=float, default=TEST_TIMEOUT_S, metavar="S",
                         help=f"seconds per test and version (default {TEST_TIMEOUT_S:g})")
@@ -66,9 +68,12 @@ def run(args: argparse.Namespace) -> int:
     except SandboxUnavailable as exc:  # the machine, not the tests (e.g. a hard open-file limit too low): one line
         raise ConfigError(str(exc)) from None
     counts = execution_cells.cell_counts(s.outcome for s in scored)
+    # the study's check on the same text it stores (execution/batch.py): inside the verified subset or not
+    verified, unverified_reason = verified_subset.check(tests)
     result = {
         "function": name, "module": MODULE_UNDER_TEST, "n_tests": len(scored),
         "import_ok": collected.import_ok, "error": collected.error, "extraction": extraction,
+        "verified": verified, "unverified_reason": unverified_reason,
         "counts": counts, "rates": execution_cells.cell_rates(counts),
         "tests": [s.__dict__ for s in scored],
         "isolation": _isolation(sandbox),
@@ -96,6 +101,7 @@ def _print_table(result: dict) -> None:
         out.write(f"extraction: {result['extraction']}\n")
     if result["error"]:
         out.write(f"note: {result['error']}\n")
+    out.write("verified: yes\n" if result["verified"] else f"verified: no ({result['unverified_reason']})\n")
     if tests:
         width = min(max(len(t["test_id"]) for t in tests), 60)
         out.write(f"{'test':<{width}}  {'buggy':<8} {'fixed':<8} outcome\n")

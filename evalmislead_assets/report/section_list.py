@@ -43,6 +43,9 @@ def sections() -> list[Section]:
     from evalmislead_assets.report.sections import tampering as report_tampering
 
     out.append(Section(report_tampering.TITLE, report_tampering.TABLES, report_tampering.render))
+    from evalmislead_assets.report.sections import runner_limits as limits_report
+
+    out.append(Section(limits_report.TITLE, limits_report.TABLES, limits_report.render))
     from evalmislead_assets.report.sections import verified as verified_report
 
     out.append(Section(verified_report.TITLE, verified_report.TABLES, verified_report.render))

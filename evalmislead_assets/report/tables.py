@@ -28,6 +28,7 @@ def rates_table(rates: pd.DataFrame, thinking: str) -> pd.DataFrame:
             "condition": x["condition"], "role": CONDITIONS[x["condition"]].role if x["condition"] in CONDITIONS else "",
             "answers": x["n_answers"], "tests": x["n_tests"], "misleading": x["n_misleading"],
             "effective": x["n_effective"], "both pass": x["n_both_pass"], "both fail": x["n_both_fail"],
+            "runner limit": x.get("n_limit") if not missing(x.get("n_limit")) else "not recorded",
             "misleading rate": rate_with_ci(x["misleading_rate"], x["misleading_ci_low"], x["misleading_ci_high"],
                                             x["n_tests"]),
             "effective rate": rate_with_ci(x["effective_rate"], x["effective_ci_low"], x["effective_ci_high"],

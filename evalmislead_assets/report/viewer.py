@@ -27,7 +27,7 @@ CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:75em;color:#
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;
 vertical-align:top}th{background:#f4f4f4}pre{background:#f7f7f7;padding:.6em;overflow-x:auto;white-space:pre-wrap}
 .misleading{background:#fde2e2}.effective{background:#e2f5e2}.both_pass{background:#eef}.both_fail{background:#eee}
-.passed{color:#176317;font-weight:600}.failed,.error,.timeout,.crashed,.tampered{color:#a11}
+.passed{color:#176317;font-weight:600}.failed,.error,.timeout,.crashed,.tampered{color:#a11}.limit{color:#85600a}
 del{background:#fdd;text-decoration:none}ins{background:#dfd;text-decoration:none}nav a{margin-right:1em}"""
 
 
@@ -94,7 +94,8 @@ def _why_zero(f: dict[str, Any], g: dict[str, Any]) -> str:
 
 
 def _status(s: Any) -> str:
-    return f'<span class="{_e(s)}">{_e(s)}</span>'
+    kind = str(s).split(":", 1)[0]  # limit:output, limit:memory... share the class "limit"
+    return f'<span class="{_e(kind)}">{_e(s)}</span>'
 
 
 def write_viewer(frames: dict[str, pd.DataFrame], out_dir: Path) -> Path:

@@ -13,6 +13,7 @@ Standard library only at module level: the zygote imports it.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import resource
@@ -290,6 +291,7 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
         os.dup2(out, 1)
         os.dup2(out, 2)
         os.close(out)
+        sys.stdout, sys.stderr = _output_stream(1), _output_stream(2)
         replace_environment(scrubbed_env(testdir))
         tempfile.tempdir = testdir
         os.chdir(testdir)
@@ -305,10 +307,10 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
             probe.start()
         try:
             item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
-            status, detail = status_of(plugin.reports)
+            status, detail = status_of(plugin.reports, _output_full(testdir))
         except BaseException as exc:  # pytest.exit() or KeyboardInterrupt inside the test, or a broken hook
             if any(r.when == "call" for r in plugin.reports):
-                status, detail = status_of(plugin.reports)
+                status, detail = status_of(plugin.reports, _output_full(testdir))
                 status = "error" if status == "passed" else status  # the protocol did not finish
             else:
                 status, detail = "error", f"{type(exc).__name__}: {exc}"
@@ -323,6 +325,43 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
         write_line(rep_w, report, prefix=nonce + "\t")
     finally:
         os._exit(0)
+
+
+class RawOutput(io.RawIOBase):
+    """The test's stdout/stderr below the text layer: writes go to a descriptor, as under ``pytest -s``.
+
+    Not an ``io.FileIO``: the type of a real file's raw stream opens any path it is given
+    (``type(sys.stdout.buffer.raw)("solution.py")``), this one opens nothing."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return os.write(self._fd, data)
+
+    def fileno(self) -> int:
+        return self._fd
+
+
+def _output_stream(fd: int) -> io.TextIOWrapper:
+    """A text stream like the interpreter's own on ``fd`` (UTF-8; text it cannot encode written escaped, as
+    plain pytest's capture does), over ``RawOutput``."""
+    return io.TextIOWrapper(io.BufferedWriter(RawOutput(fd)), encoding="utf-8", errors="backslashreplace",
+                            line_buffering=fd == 2, write_through=fd == 2)
+
+
+def _output_full(testdir: str) -> bool:
+    """Whether the test's output log reached the file-size cap (its writes then fail with EFBIG)."""
+    cap = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    try:
+        size = os.stat(os.path.join(testdir, "output.log")).st_size
+    except OSError:
+        return False
+    return cap != resource.RLIM_INFINITY and size >= cap
 
 
 def coverage_hooks() -> Any:

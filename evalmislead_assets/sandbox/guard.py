@@ -7,8 +7,9 @@ events through which code reaches the harness: stack frames (``sys._getframe``,
 ``sys._current_frames``, ``tb_frame``/``gi_frame``), the garbage collector's object lists,
 ``ctypes``, opening ``/proc/...`` or ``/dev/fd/...`` or the report descriptor, and setting
 attributes on the harness's own classes and functions. When such an event comes from the test
-module (its code is on the stack), the hook writes one ``{"tampered": reason}`` line on the
-report descriptor and ends the process at once, before the action happens, with the hook's
+module (its code is the caller, or code compiled from a string is anywhere on the stack: pytest's
+``<skipif condition>`` for a test's string mark), the hook writes one ``{"tampered": reason}`` line on
+the report descriptor and ends the process at once, before the action happens, with the hook's
 own references to ``os.write``/``os._exit`` (patching those later changes nothing).
 
 ``harness_guard()`` snapshots the identities of the harness's functions, classes, class
@@ -67,13 +68,23 @@ def install() -> None:
     write, exit_, dumps, getframe = os.write, os._exit, json.dumps, sys._getframe
 
     def from_test(depth_limit: int) -> bool:
-        """Whether the test module's code is among the callers (up to depth_limit frames; 0: all)."""
+        """Whether the test module's code is among the callers (up to depth_limit frames; 0: all), or code
+        compiled from a string is anywhere on the stack.
+
+        Every frame is looked at: code compiled from a string (a filename like ``<skipif condition>``, which
+        pytest gives the test's string mark conditions, or ``<string>``) is the test's wherever it sits, since
+        the harness runs no code of its own from strings; only the frozen import machinery (``<frozen ...>``)
+        is not. The test file's own frames count up to ``depth_limit``: the standard library reads frames on
+        a test's behalf (logging, namedtuple, traceback), which is not the test reaching them."""
         state["busy"] = True  # walking frames raises audit events of its own: ignore those
         try:
             frame = getframe(2)  # 0: this function, 1: the hook, 2: the code that raised the event
             n = 0
-            while frame is not None and (depth_limit == 0 or n < depth_limit):
-                if frame.f_code.co_filename == state["file"]:
+            while frame is not None:
+                name = frame.f_code.co_filename
+                if name.startswith("<") and not name.startswith("<frozen "):
+                    return True
+                if (depth_limit == 0 or n < depth_limit) and name == state["file"]:
                     return True
                 frame = frame.f_back
                 n += 1

@@ -13,9 +13,10 @@ after import) and runs it through pytest's runtest protocol. After each test the
 module process kills whatever the test left running in the namespace.
 
 Hardening (the trust model is in docs/sandbox.md, "The runner's trust model"): each run sees only a
-size-limited tmpfs holding its own module folder (read-only, always at ``<batch>/m``) and a fresh
-work folder, its own PID, mount, IPC and network namespaces and its own /proc; every other mount
-is read-only; scrubbed environment; limits on address space, file size (which also caps captured
+read-only tmpfs holding its own module folder (read-only, always at ``<batch>/m``) and a fresh,
+size-limited work folder (the only place a test can write, emptied between test ids), its own PID,
+mount, IPC and network namespaces and its own /proc; every other mount is read-only; a test's
+stdout/stderr are not file objects; scrubbed environment; limits on address space, file size (which also caps captured
 output), open files, processes and CPU; no new privileges; not dumpable. As root each chain runs
 as a uid of its own; as a normal user the zygote first enters a user namespace mapped to the
 invoking user and drops its capabilities before test code runs. The zygote enforces each time
@@ -72,13 +73,14 @@ from evalmislead_assets.sandbox import seccomp as sandbox_seccomp
 from evalmislead_assets.sandbox import tamper_scan as sandbox_tamper
 from evalmislead_assets.sandbox.ipc import ZygoteProcess
 from evalmislead_assets.sandbox.isolation import Isolation, first_closed_dir
-from evalmislead_assets.sandbox.limits import (MAX_ID_CHARS, MAX_TESTS, TEST_TIMEOUT_S, Limits, TooLow,  # noqa: F401
-                                               fit_to_host)  # Limits and its constants are named through host too
+from evalmislead_assets.sandbox.limits import (LIMIT_STATUSES, MAX_ID_CHARS, MAX_TESTS, TEST_TIMEOUT_S,  # noqa: F401
+                                               Limits, TooLow, fit_to_host)  # Limits and its constants are named through host too
 
 
 MODULE_UNDER_TEST = "solution"  # tests import the code under test as `from solution import f`
 TEST_FILE = "test_generated.py"
-STATUSES = ("passed", "failed", "error", "timeout", "crashed", "tampered")  # "tampered": see sandbox_tamper/_guard
+# "tampered": see sandbox_tamper/_guard; "limit:*": the run ended on one of the runner's caps (limits.py)
+STATUSES = ("passed", "failed", "error", "timeout", "crashed", "tampered", *LIMIT_STATUSES)
 
 log = logging.getLogger(__name__)
 _ZYGOTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote.py")

@@ -223,23 +223,30 @@ def _probe_chain_namespaces() -> bool:
 
 
 def chain_view(root: str, moddir: str, disk_mb: int, uid: int | None) -> tuple[str, str]:
-    """In a fresh mount namespace: cover the batch root with a size-limited tmpfs that holds only this
-    run's module folder (read-only, always at ``root/m``) and a fresh work folder (``root/w``).
+    """In a fresh mount namespace: cover the batch root with a tmpfs that holds only this run's module
+    folder (read-only, always at ``root/m``) and a fresh, size-limited work folder (``root/w``, a tmpfs of
+    its own), then make the batch root itself read-only.
 
-    Every run sees the same layout whatever the batch holds; nothing written survives the namespace.
+    Every run sees the same layout whatever the batch holds; nothing written survives the namespace. The
+    work folder is the only place a test can write (every other mount is read-only), and the module
+    process removes whatever a test left there before the next test id, so no test id sees another's
+    files, as root or as a normal user (who owns the root tmpfs in its user namespace, so only its being
+    read-only keeps a test from writing there).
     Returns (module folder, work folder) as the run sees them.
     """
     keep = os.open(moddir, os.O_PATH | os.O_DIRECTORY)
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
     try:
-        _mount("tmpfs", root, MS_NOSUID | MS_NODEV | MS_NOEXEC, "tmpfs",
-               f"size={disk_mb}m,nr_inodes=16384,mode=755")
+        _mount("tmpfs", root, flags, "tmpfs", "size=64k,nr_inodes=64,mode=755")
         mdir, wdir = os.path.join(root, "m"), os.path.join(root, "w")
         os.mkdir(mdir, 0o755)
         os.mkdir(wdir, 0o700)
+        _mount("tmpfs", wdir, flags, "tmpfs", f"size={disk_mb}m,nr_inodes=16384,mode=700")
         if uid is not None:
             os.chown(wdir, uid, uid)
         _mount(f"/proc/self/fd/{keep}", mdir, MS_BIND)
-        _mount(None, mdir, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        _mount(None, mdir, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+        _mount(None, root, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
     finally:
         os.close(keep)
     return mdir, wdir

@@ -22,6 +22,11 @@ MAX_TESTS = 5_000  # per test file; more is the file's error ("too many tests: N
 MAX_ID_CHARS = 1_000  # per test id; a longer one is the file's error
 MB = 1 << 20
 CHAIN_PROCESSES = 4  # the zygote, a chain's supervisor and module process counted with a test's own (user namespace)
+# A run that ended on one of the runner's caps rather than on the test's own assertions (verdicts.py): its
+# output filled the output cap, memory ran out, a file reached the size cap, a process or thread could not
+# be started, the run's disk filled. Plain pytest has none of these caps, so such a status says nothing of
+# what the test asserts, and a cell resting on one is never misleading or effective (execution/cells.py).
+LIMIT_STATUSES = ("limit:output", "limit:memory", "limit:fsize", "limit:nproc", "limit:disk")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-REPORT_STATUSES = ("passed", "failed", "error", "timeout", "crashed")
+from evalmislead_assets.sandbox.limits import LIMIT_STATUSES
+
+REPORT_STATUSES = ("passed", "failed", "error", "timeout", "crashed", *LIMIT_STATUSES)
 MAX_LINE = 8 << 20  # the ids message: at most max_tests ids of max_id_chars each, JSON-escaped
 MAX_TEST_LINE = 1 << 20  # any line during a test (a report with coverage arcs stays far below)
 

@@ -15,8 +15,12 @@ import signal
 from typing import Any
 
 
-def status_of(reports: list[Any]) -> tuple[str, str]:
+def status_of(reports: list[Any], output_full: bool = False) -> tuple[str, str]:
     """pytest's setup/call/teardown reports -> one status; passed only if the call phase passed.
+
+    A phase that failed on one of the runner's caps rather than on the test's assertions gets a limit
+    status (``limit_status``); ``output_full``: the test's output log reached the file-size cap, so a
+    "File too large" is the output cap (``limit:output``), not a file the test wrote (``limit:fsize``).
 
     A subtest (unittest's ``self.subTest``, pytest's ``subtests`` fixture) reports a "call" of its own
     before the test's call report; as plain pytest does (SUBFAILED, exit code 1), any failing one fails
@@ -30,13 +34,13 @@ def status_of(reports: list[Any]) -> tuple[str, str]:
     if setup is None:
         return "error", "no setup report"
     if setup.failed:
-        return "error", "setup: " + _short(setup)
+        return _limited(setup, output_full) or ("error", "setup: " + _short(setup))
     if setup.skipped:
         return _skipped(setup)
     if call is None:
         return "error", "no call report"
     if call.failed:
-        return "failed", _short(call)
+        return _limited(call, output_full) or ("failed", _short(call))
     if failed_subtests:
         n = len(failed_subtests)
         first = failed_subtests[0]
@@ -44,8 +48,41 @@ def status_of(reports: list[Any]) -> tuple[str, str]:
     if call.skipped:
         return _skipped(call)
     if teardown is not None and teardown.failed:
-        return "error", "teardown: " + _short(teardown)
+        return _limited(teardown, output_full) or ("error", "teardown: " + _short(teardown))
     return "passed", ""
+
+
+# The exceptions through which Python reports a cap (the last one raised in the phase, as pytest's crash
+# line names it): RLIMIT_AS refuses memory (MemoryError); RLIMIT_FSIZE refuses a write (EFBIG, SIGXFSZ is
+# ignored in the sandbox); RLIMIT_NPROC refuses a fork (EAGAIN) or a thread; the run's tmpfs is full (ENOSPC).
+_LIMIT_CRASHES = (
+    (re.compile(r"^MemoryError\b"), "limit:memory"),
+    (re.compile(r"^(?:OSError|IOError): \[Errno 27\]"), "limit:fsize"),
+    (re.compile(r"^(?:OSError|BlockingIOError): \[Errno 11\] Resource temporarily unavailable"), "limit:nproc"),
+    (re.compile(r"^RuntimeError: can't start new thread"), "limit:nproc"),
+    (re.compile(r"^OSError: \[Errno 28\]"), "limit:disk"),
+)
+
+
+def limit_status(message: str, output_full: bool = False) -> str | None:
+    """The limit status for a phase whose crash line is ``message``, or None when no cap ended it.
+
+    A test can raise such an exception itself (``raise MemoryError``); that only takes it out of the
+    misleading and effective cells, never into one."""
+    for pattern, status in _LIMIT_CRASHES:
+        if pattern.match(message):
+            return "limit:output" if status == "limit:fsize" and output_full else status
+    return None
+
+
+def _limited(report: Any, output_full: bool) -> tuple[str, str] | None:
+    message = _short(report)
+    status = limit_status(message, output_full)
+    return (status, f"{_phase(report)}{message}") if status else None
+
+
+def _phase(report: Any) -> str:
+    return "" if report.when == "call" else f"{report.when}: "
 
 
 def _is_subtest(report: Any) -> bool:

@@ -23,9 +23,30 @@ allow list through which no route to the harness is known:
   the built-in fixtures in ``ALLOWED_FIXTURES`` (``capsys``, ``recwarn``, ``subtests``...; not
   ``request`` except as ``request.param``, not ``pytestconfig``, ``monkeypatch`` or ``tmp_path``, which
   reach pytest's internals or the file system);
-- **no concurrency or metaprogramming**: no ``async def``/``await``, no class keywords (metaclass),
-  no ``__del__``; no ``str.format`` field that reads an attribute or item (``"{0.__class__}"``); no string
-  condition in ``skipif``/``xfail`` (pytest evaluates it with ``eval``).
+- **no concurrency or metaprogramming**: no ``async def``/``await``, no class keywords (metaclass), no
+  ``type`` beyond ``type(x)`` read or compared, no metaclass by name (``ABCMeta``...), no ``__del__``;
+- **nothing the harness calls with its own objects**: no method (or other class attribute) named like a
+  unittest or pytest protocol method (``run``, ``__call__``, ``debug``...), no private or dunder class
+  attribute beyond the data-model methods in ``SAFE_DUNDERS`` (and in a file that may reach unittest, no
+  private one at all: unittest calls ``self._addSkip(result, ...)`` and sets ``self._outcome``), the set-up
+  and tear-down hooks (``setUp``, ``setup_method``, ``setup_module``...) never read the arguments pytest
+  passes them, no ``pytest_*`` hook or name, no module-level dunder function (``__getattr__``);
+- **no string that pytest or typing evaluates**: a ``skipif``/``xfail`` mark's condition is a constant
+  boolean or a comparison of constants and ``sys.version_info``/``maxsize``/``platform`` (a string one is
+  run by pytest with ``eval``, and a name may hold a string), and the mark is applied where it is written (a
+  stored mark can be called again with new conditions); no string in an annotation and no
+  ``singledispatch``/``register`` (``typing.get_type_hints`` evaluates annotation strings);
+- **no format field that reads an attribute** (``"{0.__class__}"``): every ``.format`` is on a literal
+  string whose fields index at most (``"{0[0]}"``, the same as a subscript, which the subset allows), wherever
+  it is called from (bound to a name or passed to a callback, too); ``format_map`` never;
+- **no file object**: ``sys.stdout``/``sys.stderr`` are out (under ``-s`` the test's stdout is a real file,
+  ``sys.stdout.buffer.raw`` an ``io.FileIO`` that opens any path); output goes through ``print`` or
+  ``capsys``; a module with an allow list (``sys``, ``pytest``...) is used only as ``module.name``.
+
+Widened where the reach is provably nothing: ``f.__name__``/``__qualname__``/``__doc__`` (a string);
+``getattr(obj, "name")`` with a constant name that is itself allowed as ``obj.name``; ``from M import *``
+from a pure module none of whose exported names is blocked (``math``, ``itertools``..., not ``typing``,
+``functools``, ``operator`` or ``string``, which export evaluators).
 
 A file inside the subset can reach no frame, module table, thread, file descriptor or pytest object:
 its verdict is what its own assertions produced. A file outside it is still run and scored, and its
@@ -39,6 +60,7 @@ which is where the known forgeries live. Standard library only.
 from __future__ import annotations
 
 import ast
+import importlib
 import string
 from collections.abc import Iterator
 
@@ -55,8 +77,8 @@ ALLOWED_MODULES = frozenset({
 MODULE_NAMES = {
     "pytest": frozenset({"raises", "approx", "mark", "fixture", "fail", "skip", "xfail", "param", "warns",
                          "deprecated_call", "main"}),
-    "sys": frozenset({"maxsize", "float_info", "int_info", "maxunicode", "version_info", "stdout", "stderr",
-                      "exit"}),
+    # not stdout/stderr: under pytest -s they are real files (sys.stdout.buffer.raw is an io.FileIO)
+    "sys": frozenset({"maxsize", "float_info", "int_info", "maxunicode", "version_info", "platform", "exit"}),
     "traceback": TRACEBACK_OK,
     "unittest": frozenset({"TestCase", "main", "skip", "skipIf", "skipUnless", "expectedFailure", "SkipTest",
                            "FunctionTestCase"}),
@@ -79,7 +101,36 @@ BLOCKED_ATTRIBUTES = frozenset({
     "importorskip", "register_assert_rewrite", "mock", "run", "debug", "defaultTestResult",
     # the interpreter
     "modules", "meta_path", "settrace", "setprofile", "addaudithook",
+    # code from strings: get_type_hints evaluates annotation strings for singledispatch's register; a stored
+    # mark takes new (string) conditions through with_args
+    "singledispatch", "singledispatchmethod", "register", "with_args",
+    # classes made at run time with any namespace (a "run" that receives pytest's item)
+    "ABCMeta", "EnumMeta", "EnumType", "new_class", "prepare_class",
+    # pytest's nodes' public ways to the plugin manager and the other nodes
+    "listchain", "gethookproxy", "get_hookimpls", "getparent", "iter_parents", "addfinalizer",
 })
+# Names unittest or pytest call on a test class with their own objects (unittest's run(result) and
+# __call__ receive pytest's item; debug and defaultTestResult are the protocol's too).
+PROTOCOL_METHODS = frozenset({"run", "__call__", "debug", "defaultTestResult", "countTestCases"})
+# Data-model methods Python calls with the instance's own operands, never a harness object.
+SAFE_DUNDERS = frozenset({
+    "__init__", "__repr__", "__str__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__",
+    "__bool__", "__len__", "__iter__", "__next__", "__reversed__", "__contains__", "__getitem__", "__setitem__",
+    "__delitem__", "__enter__", "__exit__", "__post_init__", "__add__", "__radd__", "__sub__", "__rsub__",
+    "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__",
+    "__pow__", "__neg__", "__pos__", "__abs__", "__int__", "__float__", "__index__", "__and__", "__or__",
+    "__xor__", "__lshift__", "__rshift__", "__invert__", "__round__", "__complex__", "__iadd__", "__isub__",
+    "__imul__",
+})
+# set-up and tear-down hooks: pytest passes the test function, the module or the class; the hook may not read
+# them (the first parameter of a method, self or cls, is the test's own instance or class)
+SETUP_HOOKS = frozenset({
+    "setUp", "tearDown", "setUpClass", "tearDownClass", "setUpModule", "tearDownModule", "setup_method",
+    "teardown_method", "setup_class", "teardown_class", "setup_module", "teardown_module", "setup_function",
+    "teardown_function", "setup", "teardown",
+})
+_SAFE_ATTR_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"})  # read only: a string
+_MARK_SYS = frozenset({"version_info", "maxsize", "platform"})  # what a static mark condition may compare
 _OWN_INSTANCE_OK = frozenset({"config", "session"})  # a test class's own settings on self/cls (issue 26 item 1)
 ALLOWED_FIXTURES = frozenset({"capsys", "capfd", "capsysbinary", "capfdbinary", "recwarn", "caplog", "subtests"})
 _STRING_CONDITION_MARKS = frozenset({"skipif", "xfail"})
@@ -106,6 +157,9 @@ def _first_violation(tree: ast.Module) -> str | None:
     modules: dict[str, str] = {}  # local name -> module bound by `import`
     imported: set[str] = set()  # every name an import binds
     fixtures = _file_fixtures(tree)
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    strict_classes = _may_reach_unittest(tree)
+    ctx = _Context(parents, modules, imported, own_self)
     for node in _walk(tree, dead):
         why: str | None = None
         if isinstance(node, ast.Import):
@@ -113,25 +167,38 @@ def _first_violation(tree: ast.Module) -> str | None:
         elif isinstance(node, ast.ImportFrom):
             why = _import_from(node, imported)
         elif isinstance(node, ast.Name):
-            why = _name(node, guard_tests, tree)
+            why = _name(node, guard_tests, tree) or _name_use(node, ctx)
         elif isinstance(node, ast.Attribute):
-            why = _attribute(node, modules, imported, own_self)
+            why = _attribute(node, modules, imported, own_self) or _attribute_use(node, ctx)
         elif isinstance(node, ast.Call):
-            why = _call(node)
+            why = _call(node, ctx)
         elif isinstance(node, (ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)):
             why = "uses async code"
         elif isinstance(node, ast.FunctionDef):
-            why = _function(node, fixtures)
+            why = _function(node, fixtures) or _hook(node, parents) or _annotations(node)
+        elif isinstance(node, ast.AnnAssign):
+            why = _string_annotation(node.annotation)
         elif isinstance(node, ast.ClassDef):
             if node.keywords:
                 why = f"class {node.name} takes keywords (a metaclass)"
-            elif any(isinstance(f, ast.FunctionDef) and f.name == "__del__" for f in node.body):
-                why = f"class {node.name} defines __del__"
+            else:
+                why = _class_body(node, strict_classes)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             why = next((f"declares {n} global" for n in node.names if n.startswith("__")), None)
         if why:
             return why
     return None
+
+
+class _Context:
+    """What the node checks share: each node's parent and the names the file's imports bind."""
+
+    def __init__(self, parents: dict[int, ast.AST], modules: dict[str, str], imported: set[str],
+                 own_self: bool) -> None:
+        self.parents, self.modules, self.imported, self.own_self = parents, modules, imported, own_self
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self.parents.get(id(node))
 
 
 def _walk(tree: ast.AST, skip: set[int]) -> Iterator[ast.AST]:
@@ -165,7 +232,10 @@ def _import_from(node: ast.ImportFrom, imported: set[str]) -> str | None:
         return f"imports from {mod}"
     for alias in node.names:
         if alias.name == "*" and mod != MODULE_UNDER_TEST:
-            return f"imports * from {mod}"
+            why = _star_import(mod)
+            if why:
+                return why
+            continue
         if mod in MODULE_NAMES and alias.name not in MODULE_NAMES[mod] | {"*"}:
             return f"imports {mod}.{alias.name}"
         if alias.name in _DEAD_ONLY and mod != MODULE_UNDER_TEST:
@@ -176,14 +246,84 @@ def _import_from(node: ast.ImportFrom, imported: set[str]) -> str | None:
     return None
 
 
+def _star_import(mod: str) -> str | None:
+    """Why ``from mod import *`` is outside, or None: inside when ``mod`` has no allow list of its own and none
+    of the names it exports is blocked (read from the module on the host: these are pure standard modules)."""
+    if mod in MODULE_NAMES or mod not in ALLOWED_MODULES:
+        return f"imports * from {mod}"
+    names = _exported(mod)
+    if names is None:
+        return f"imports * from {mod}"
+    blocked = sorted(n for n in names if n.startswith("_") or n in BLOCKED_ATTRIBUTES or n in BLOCKED_NAMES
+                     or n in MODULE_NAMES or n in _SPECIAL_ATTRIBUTES)
+    return f"imports * from {mod} (it binds {blocked[0]})" if blocked else None
+
+
+def _exported(mod: str) -> frozenset[str] | None:
+    try:
+        module = importlib.import_module(mod)
+    except ImportError:
+        return None
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n in vars(module) if not n.startswith("_")]
+    return frozenset(str(n) for n in names)
+
+
 def _name(node: ast.Name, guard_tests: set[int], tree: ast.Module) -> str | None:
-    if node.id in BLOCKED_NAMES:
+    if node.id in BLOCKED_NAMES and node.id != "getattr":
         return f"uses {node.id}"
     if node.id.startswith("__") and node.id.endswith("__"):
         if node.id == "__name__" and any(id(n) in guard_tests and node in ast.walk(n) for n in _if_tests(tree)):
             return None
         return f"uses {node.id}"
     return None
+
+
+def _name_use(node: ast.Name, ctx: _Context) -> str | None:
+    """Names whose only allowed use is a fixed shape: getattr with a constant name, ``type(x)`` read or
+    compared, a module with an allow list only as ``module.name``, no ``pytest_*`` name."""
+    parent = ctx.parent(node)
+    if node.id == "getattr":
+        if not (isinstance(parent, ast.Call) and parent.func is node):
+            return "uses getattr"
+        return _getattr_call(parent, ctx)
+    if node.id == "type" and isinstance(node.ctx, ast.Load):
+        return _type_use(node, parent, ctx)
+    if node.id in ctx.modules and ctx.modules[node.id] in MODULE_NAMES and \
+            not (isinstance(parent, ast.Attribute) and parent.value is node) and not isinstance(parent, ast.Expr):
+        return f"uses the module {ctx.modules[node.id]} as a value"  # a bare `pytest` statement hands it to no one
+    if node.id.startswith("pytest_"):
+        return f"uses the pytest name {node.id}"
+    return None
+
+
+def _getattr_call(call: ast.Call, ctx: _Context) -> str | None:
+    """``getattr(obj, "name"[, default])`` is ``obj.name``: inside when that attribute would be."""
+    if call.keywords or len(call.args) not in (2, 3) or not (
+            isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str)):
+        return "calls getattr with a computed name"
+    name = call.args[1].value
+    if not name.isidentifier() or name in _SPECIAL_ATTRIBUTES:
+        return f"calls getattr for {name!r}"
+    as_attribute = ast.Attribute(value=call.args[0], attr=name, ctx=ast.Load())
+    return _attribute(as_attribute, ctx.modules, ctx.imported, ctx.own_self)
+
+
+def _type_use(node: ast.Name, parent: ast.AST | None, ctx: _Context) -> str | None:
+    """``type(x)`` compared, printed or its name read; never called again (``type(C)("N", bases, {"run": f})``
+    makes a class with any namespace) nor kept."""
+    if not (isinstance(parent, ast.Call) and parent.func is node and len(parent.args) == 1 and not parent.keywords):
+        return "uses type beyond type(x)"
+    above = ctx.parent(parent)
+    if isinstance(above, (ast.Compare, ast.FormattedValue)):
+        return None
+    if isinstance(above, ast.Attribute) and above.value is parent and above.attr in _SAFE_ATTR_DUNDERS:
+        return None
+    if isinstance(above, ast.Call) and parent in above.args and isinstance(above.func, ast.Name) and \
+            above.func.id in ("print", "isinstance", "issubclass", "str", "repr"):
+        return None
+    return "uses type(x) beyond comparing or printing it"
 
 
 def _if_tests(tree: ast.Module) -> Iterator[ast.expr]:
@@ -193,6 +333,8 @@ def _if_tests(tree: ast.Module) -> Iterator[ast.expr]:
 def _attribute(node: ast.Attribute, modules: dict[str, str], imported: set[str], own_self: bool) -> str | None:
     base = node.value.id if isinstance(node.value, ast.Name) else None
     on_own = own_self and base in ("self", "cls")
+    if node.attr in _SAFE_ATTR_DUNDERS and isinstance(node.ctx, ast.Load):
+        return None
     if node.attr.startswith("_"):
         return f"reaches .{node.attr}"
     if node.attr in BLOCKED_ATTRIBUTES and not (on_own and node.attr in _OWN_INSTANCE_OK):
@@ -209,26 +351,61 @@ def _attribute(node: ast.Attribute, modules: dict[str, str], imported: set[str],
     return None
 
 
+# attributes allowed only in one shape, checked where they are used (never through getattr)
+_SPECIAL_ATTRIBUTES = frozenset({"format", "skipif", "xfail", "mark", "usefixtures"})
+
+
+def _attribute_use(node: ast.Attribute, ctx: _Context) -> str | None:
+    parent = ctx.parent(node)
+    if node.attr == "format":
+        if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            return "uses .format on a computed string"
+        if _format_reaches(node.value.value):
+            return "a format field reads an attribute"
+    if node.attr in _STRING_CONDITION_MARKS:
+        called = isinstance(parent, ast.Call) and parent.func is node
+        if isinstance(node.value, ast.Name) and node.value.id in ctx.modules and \
+                ctx.modules[node.value.id] == "pytest":
+            return None  # pytest.skip / pytest.xfail(reason): imperative, the reason is only text
+        if not called and not _applied_where_written(node, ctx):
+            return f"keeps the mark {node.attr} (it can be called again with a string condition)"
+    return None
+
+
+def _applied_where_written(node: ast.AST, ctx: _Context) -> bool:
+    """Whether a mark is a decorator, a ``marks=`` value (or an item of one), or ``pytestmark``'s value."""
+    parent = ctx.parent(node)
+    if isinstance(parent, (ast.List, ast.Tuple)):
+        node, parent = parent, ctx.parent(parent)
+    if isinstance(parent, (ast.FunctionDef, ast.ClassDef)) and node in parent.decorator_list:
+        return True
+    if isinstance(parent, ast.keyword) and parent.arg == "marks":
+        return True
+    return isinstance(parent, ast.Assign) and all(isinstance(t, ast.Name) and t.id == "pytestmark"
+                                                   for t in parent.targets)
+
+
 def _root(node: ast.expr) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.func if isinstance(node, ast.Call) else node.value
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _call(node: ast.Call) -> str | None:
+def _call(node: ast.Call, ctx: _Context) -> str | None:
     func = node.func
     if isinstance(func, ast.Name) and func.id == "hasattr":
         if len(node.args) != 2 or not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
             return "calls hasattr with a computed name"
-    if isinstance(func, ast.Attribute) and func.attr == "format":
-        if not (isinstance(func.value, ast.Constant) and isinstance(func.value.value, str)):
-            return "calls .format on a computed string"
-        if _format_reaches(func.value.value):
-            return "a format field reads an attribute or item"
-    if isinstance(func, ast.Attribute) and func.attr in _STRING_CONDITION_MARKS:
-        condition = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "condition"), None)
-        if isinstance(condition, ast.Constant) and isinstance(condition.value, str):
-            return f"gives {func.attr} a string condition (pytest evaluates it)"
+    if isinstance(func, ast.Attribute) and func.attr in _STRING_CONDITION_MARKS and not (
+            isinstance(func.value, ast.Name) and ctx.modules.get(func.value.id) == "pytest"):
+        conditions = list(node.args) + [k.value for k in node.keywords if k.arg == "condition"]
+        for condition in conditions:
+            if isinstance(condition, ast.Constant) and isinstance(condition.value, str):
+                return f"gives {func.attr} a string condition (pytest evaluates it)"
+            if not _static_bool(condition, ctx):
+                return f"gives {func.attr} a condition that is not a constant boolean (pytest evaluates a string)"
+        if not _applied_where_written(node, ctx):
+            return f"keeps the mark {func.attr}(...) (it can be called again with a string condition)"
     if isinstance(func, ast.Attribute) and func.attr == "usefixtures":
         for arg in node.args:
             if isinstance(arg, ast.Constant) and arg.value not in ALLOWED_FIXTURES:
@@ -236,12 +413,142 @@ def _call(node: ast.Call) -> str | None:
     return None
 
 
+def _static_bool(node: ast.expr, ctx: _Context) -> bool:
+    """A mark condition whose value is a bool the file cannot choose at run time: True/False, a comparison of
+    constants and ``sys.version_info``/``maxsize``/``platform``, and not/and/or of those."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return _static_bool(node.operand, ctx)
+    if isinstance(node, ast.BoolOp):
+        return all(_static_bool(v, ctx) for v in node.values)
+    if isinstance(node, ast.Compare):
+        return all(_static_operand(v, ctx) for v in [node.left, *node.comparators])
+    return False
+
+
+def _static_operand(node: ast.expr, ctx: _Context) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float, str, bool))
+    if isinstance(node, ast.Tuple):
+        return all(_static_operand(e, ctx) for e in node.elts)
+    if isinstance(node, ast.Subscript):  # sys.version_info[:2], sys.version_info[0]
+        return _static_operand(node.value, ctx) and isinstance(node.slice, (ast.Constant, ast.Slice))
+    return isinstance(node, ast.Attribute) and node.attr in _MARK_SYS and isinstance(node.value, ast.Name) and \
+        ctx.modules.get(node.value.id) == "sys"
+
+
 def _format_reaches(text: str) -> bool:
+    """Whether a format string has a field that reads an attribute (``{0.x}``, ``{x[0].y}``), or one this
+    check cannot read (an unparsable string, or a nested field in a format spec, ``{0:{1.x}}``)."""
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(text) if f]
+        fields = [(f, spec) for _, f, spec, _ in string.Formatter().parse(text) if f is not None]
     except ValueError:
-        return False
-    return any("." in f or "[" in f for f in fields)
+        return True
+    for field, spec in fields:
+        if "." in _outside_brackets(field) or (spec and "{" in spec and _format_reaches(spec)):
+            return True
+    return False
+
+
+def _outside_brackets(field: str) -> str:
+    """The field with its ``[...]`` index parts removed (an index key is a literal: digits or text)."""
+    out, depth = [], 0
+    for ch in field:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        elif not depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def _may_reach_unittest(tree: ast.Module) -> bool:
+    """Whether unittest.TestCase can be a base of the file's classes: the file imports unittest, or takes
+    every name of the module under test (which may have imported it)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "unittest" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "unittest":
+            return True
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            return True
+    return False
+
+
+def _class_body(node: ast.ClassDef, strict: bool) -> str | None:
+    """No name in a class body that unittest or pytest calls with its own objects (see PROTOCOL_METHODS,
+    SAFE_DUNDERS): a class without bases can still be mixed into a TestCase, so every class is checked."""
+    for stmt in node.body:
+        for name in _class_binds(stmt):
+            if name in PROTOCOL_METHODS:
+                return f"class {node.name} defines {name} (unittest calls it with pytest's item)"
+            if name.startswith("__") and name.endswith("__"):
+                if name not in SAFE_DUNDERS:
+                    return f"class {node.name} defines {name}"
+            elif name.startswith("_") and strict:
+                return f"class {node.name} defines {name} (unittest calls private methods with its result)"
+    return None
+
+
+def _class_binds(stmt: ast.stmt) -> list[str]:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [stmt.name]
+    targets: list[ast.expr] = []
+    if isinstance(stmt, ast.Assign):
+        targets = list(stmt.targets)
+    elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        targets = [stmt.target]
+    elif isinstance(stmt, (ast.For, ast.With)):
+        targets = [stmt.target] if isinstance(stmt, ast.For) else [i.optional_vars for i in stmt.items if i.optional_vars]
+    elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in stmt.names]
+    names = []
+    for target in targets:
+        names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+    # a binding nested in an if/try/with/for body of the class body binds in the class too
+    for child in ast.iter_child_nodes(stmt):
+        if isinstance(child, ast.stmt):
+            names += _class_binds(child)
+    return names
+
+
+def _hook(node: ast.FunctionDef, parents: dict[int, ast.AST]) -> str | None:
+    """pytest hooks and PEP 562 module hooks are outside; set-up and tear-down hooks never read their arguments."""
+    parent = parents.get(id(node))
+    if node.name.startswith("pytest_"):
+        return f"defines the pytest hook {node.name}"
+    if isinstance(parent, ast.Module) and node.name.startswith("__"):
+        return f"defines the module hook {node.name}"
+    if node.name in SETUP_HOOKS:
+        params = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+        passed = params[1:] if isinstance(parent, ast.ClassDef) else params
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        for arg in passed:
+            if arg.arg in used:
+                return f"{node.name} reads its argument {arg.arg} (pytest's own object)"
+        if node.args.vararg or node.args.kwarg:
+            return f"{node.name} takes *args/**kwargs"
+    return None
+
+
+def _annotations(node: ast.FunctionDef) -> str | None:
+    args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+    args += [a for a in (node.args.vararg, node.args.kwarg) if a is not None]
+    for ann in [a.annotation for a in args] + [node.returns]:
+        why = _string_annotation(ann)
+        if why:
+            return why
+    return None
+
+
+def _string_annotation(ann: ast.expr | None) -> str | None:
+    if ann is None:
+        return None
+    if any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in ast.walk(ann)):
+        return "has a string annotation (typing evaluates it)"
+    return None
 
 
 def _function(node: ast.FunctionDef, fixtures: set[str]) -> str | None:
@@ -251,6 +558,7 @@ def _function(node: ast.FunctionDef, fixtures: set[str]) -> str | None:
     if not injected:
         return None
     params = _parametrized(node)
+    own = _fixture_names(node) if _is_fixture(node) else set()
     args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
     n_defaults = len(node.args.defaults)
     positional = node.args.posonlyargs + node.args.args
@@ -258,6 +566,8 @@ def _function(node: ast.FunctionDef, fixtures: set[str]) -> str | None:
     defaulted |= {id(a) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None}
     for arg in args:
         name = arg.arg
+        if name in own:  # a fixture asking for the one of the same name it overrides: pytest's own, if builtin
+            return f"{node.name} requests the fixture {name} it overrides"
         if name in ("self", "cls") or id(arg) in defaulted or name in params or name in fixtures:
             continue
         if name in ALLOWED_FIXTURES:
@@ -279,6 +589,16 @@ def _is_fixture(node: ast.FunctionDef) -> bool:
     return False
 
 
+def _fixture_names(node: ast.FunctionDef) -> set[str]:
+    """The names a fixture function is requested by: its own, or ``name=``."""
+    names = {node.name}
+    for deco in node.decorator_list:
+        if isinstance(deco, ast.Call):
+            names.update(k.value.value for k in deco.keywords if k.arg == "name"
+                         and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str))
+    return names
+
+
 def _file_fixtures(tree: ast.Module) -> set[str]:
     names = set()
     for node in ast.walk(tree):
@@ -295,6 +615,9 @@ def _parametrized(node: ast.FunctionDef) -> set[str]:
     names: set[str] = set()
     for deco in node.decorator_list:
         if isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.func.attr == "parametrize":
+            indirect = next((k.value for k in deco.keywords if k.arg == "indirect"), None)
+            if indirect is not None and not (isinstance(indirect, ast.Constant) and indirect.value is False):
+                continue  # indirect: the values go to fixtures of these names, which must pass as fixtures
             first = deco.args[0] if deco.args else next((k.value for k in deco.keywords if k.arg == "argnames"), None)
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 names.update(n.strip() for n in first.value.split(","))

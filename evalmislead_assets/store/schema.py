@@ -163,9 +163,11 @@ _SPECS: tuple[Table, ...] = (
     _table(
         "test_outcomes", "each collected test run against both versions, with its cell",
         _CONDITION, _THINKING, _TASK, _IDX, ("test_id", "VARCHAR"),
-        ("buggy_status", "VARCHAR", "passed | failed | error | timeout | crashed | tampered"),
-        ("fixed_status", "VARCHAR", "passed | failed | error | timeout | crashed | tampered"),
-        ("outcome", "VARCHAR", "misleading | effective | both_pass | both_fail"),
+        ("buggy_status", "VARCHAR", ("passed | failed | error | timeout | crashed | tampered | limit:output | "
+                                     "limit:memory | limit:fsize | limit:nproc | limit:disk")),
+        ("fixed_status", "VARCHAR", "as buggy_status"),
+        ("outcome", "VARCHAR", ("misleading | effective | both_pass | both_fail | limit (a runner cap on either "
+                                "version: never misleading or effective)")),
         ("buggy_detail", "VARCHAR"), ("fixed_detail", "VARCHAR"), ("seconds", "DOUBLE"),
     ),
     _table(
@@ -199,6 +201,8 @@ _SPECS: tuple[Table, ...] = (
         ("reported_model", "VARCHAR", "the model every answered row names; NULL: mixed or unknown"),
         ("max_tokens", "INTEGER", "the output cap of every answered request; NULL: mixed or unknown"),
         ("provenance_note", "VARCHAR", "why the rates are not estimable: the rows mix prompt versions, models or caps"),
+        ("n_limit", "INTEGER", ("tests that ended on a runner cap on either version (outcome limit; in "
+                                "n_tests, in no cell)")),
     ),
     _table(
         "bootstrap_comparisons", "the primary comparisons per thinking mode: paired bootstrap estimate and verdict",

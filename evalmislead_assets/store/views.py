@@ -19,14 +19,16 @@ def same(a: str, b: str) -> str:
 
 
 VIEWS: dict[str, str] = {
-    # per condition x thinking x problem: the four cells (problems with tests only)
+    # per condition x thinking x problem: the four cells and the tests that ended on a runner cap (problems with
+    # tests only)
     "problem_cells": """
         SELECT model_name, condition, thinking, task_id,
                count(*) AS n_tests,
                count(*) FILTER (WHERE outcome = 'misleading') AS n_misleading,
                count(*) FILTER (WHERE outcome = 'effective') AS n_effective,
                count(*) FILTER (WHERE outcome = 'both_pass') AS n_both_pass,
-               count(*) FILTER (WHERE outcome = 'both_fail') AS n_both_fail, language
+               count(*) FILTER (WHERE outcome = 'both_fail') AS n_both_fail,
+               count(*) FILTER (WHERE outcome = 'limit') AS n_limit, language
         FROM test_outcomes GROUP BY ALL
     """,
     # one row per misleading test, with the test module it came from

@@ -396,3 +396,30 @@ def test_rates_over_verified_tests_are_a_sensitivity_line_beside_the_rates(plan)
     none_verified = gt.assign(verified=False)
     r = row(condition_rates(outcomes, gens, none_verified, plan), condition="buggy_code", thinking="off")
     assert r.n_tests_verified == 0 and np.isnan(r.misleading_rate_verified)
+
+
+def test_a_test_that_ended_on_a_runner_cap_is_counted_apart_and_stays_in_the_denominator(plan):
+    """A ``limit`` outcome (a runner cap decided a version's run) is a test of the study, in no cell."""
+    study = {("buggy_code", "off"): {0: ([M, "limit", "limit"], "stop", True), 1: ([E], "stop", True)}}
+    b = row(condition_rates(*tables(study), plan), condition="buggy_code", thinking="off")
+    assert (b.n_tests, b.n_misleading, b.n_effective, b.n_both_pass, b.n_both_fail, b.n_limit) == (4, 1, 1, 0, 0, 2)
+    assert b.misleading_rate == pytest.approx(1 / 4) and b.effective_rate == pytest.approx(1 / 4)
+
+
+def test_the_report_counts_limit_tests_per_condition() -> None:
+    from evalmislead_assets.report.sections import runner_limits
+
+    outcomes = pd.DataFrame([
+        {"condition": "buggy_code", "thinking": "off", "buggy_status": "passed", "fixed_status": "limit:output",
+         "outcome": "limit"},
+        {"condition": "buggy_code", "thinking": "off", "buggy_status": "passed", "fixed_status": "failed",
+         "outcome": "misleading"},
+        {"condition": "fixed_code", "thinking": "off", "buggy_status": "limit:memory", "fixed_status": "limit:memory",
+         "outcome": "limit"},
+    ])
+    table = runner_limits.counts(outcomes).set_index("condition")
+    assert table.loc["buggy_code", ["tests", "ended on a limit", "limit on buggy", "limit on fixed"]].tolist() == [2, 1, 0, 1]
+    assert table.loc["fixed_code", ["tests", "ended on a limit", "limit on buggy", "limit on fixed"]].tolist() == [1, 1, 1, 1]
+    text = "\n".join(runner_limits.render({"test_outcomes": outcomes}))
+    assert "`limit:memory` 2, `limit:output` 1" in text
+    assert "Not computed" in "\n".join(runner_limits.render({}))

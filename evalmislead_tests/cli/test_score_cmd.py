@@ -26,7 +26,8 @@ def _args(files: dict[str, Path], *extra: str) -> list[str]:
 def test_json_on_the_worked_example(files, capsys) -> None:
     assert main(_args(files, "--json")) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["counts"] == {"misleading": 6, "effective": 0, "both_pass": 1, "both_fail": 0}
+    assert out["counts"] == {"misleading": 6, "effective": 0, "both_pass": 1, "both_fail": 0, "limit": 0}
+    assert (out["verified"], out["unverified_reason"]) == (True, None)
     assert len(out["tests"]) == 7 and out["n_tests"] == 7 and out["error"] is None
     first = out["tests"][0]
     assert {"test_id", "buggy_status", "fixed_status", "outcome"} <= set(first)
@@ -39,6 +40,7 @@ def test_plain_output_is_a_table_with_counts(files, capsys) -> None:
     out = capsys.readouterr().out
     assert "test_empty_list" in out and "both_pass" in out
     assert "7 tests: misleading 6 (85.7 %), effective 0 (0.0 %), both_pass 1 (14.3 %), both_fail 0 (0.0 %)" in out
+    assert "verified: yes" in out
 
 
 def test_survives_a_hostile_file(files, capsys) -> None:
@@ -55,6 +57,7 @@ def test_survives_a_hostile_file(files, capsys) -> None:
     assert got["test_exits"][:2] == ("crashed", "crashed")
     assert got["test_real"] == ("passed", "failed", "misleading")
     assert got["test_kills_parent"] == ("passed", "passed", "both_pass")  # the sandbox shrugs it off
+    assert (out["verified"], out["unverified_reason"]) == (False, "imports os")  # the file's flag, as stored
 
 
 def test_markdown_answer_is_extracted(files, capsys, tmp_path: Path) -> None:

@@ -54,6 +54,8 @@ def test_every_status_pair_lands_in_exactly_one_cell(buggy: str, fixed: str) -> 
                 (False, False): "both_fail"}[(buggy == "passed", fixed == "passed")]
     if "tampered" in (buggy, fixed):
         expected = "both_fail"  # tampered on either version: a pass on neither
+    elif buggy.startswith("limit:") or fixed.startswith("limit:"):
+        expected = "limit"  # a runner cap decided the run on one version: never misleading or effective
     assert cell == expected
 
 
@@ -66,10 +68,65 @@ def test_an_unknown_status_is_a_non_pass_never_an_exception() -> None:
 
 def test_counts_and_rates_use_all_tests_as_denominator() -> None:
     counts = scoring.cell_counts(["misleading"] * 6 + ["both_pass"])
-    assert counts == {"misleading": 6, "effective": 0, "both_pass": 1, "both_fail": 0}
+    assert counts == {"misleading": 6, "effective": 0, "both_pass": 1, "both_fail": 0, "limit": 0}
     rates = scoring.cell_rates(counts)
     assert rates["misleading"] == pytest.approx(6 / 7) and sum(rates.values()) == pytest.approx(1.0)
-    assert scoring.cell_rates(scoring.cell_counts([])) == dict.fromkeys(scoring.OUTCOMES, 0.0)
+    assert scoring.cell_rates(scoring.cell_counts([])) == dict.fromkeys(scoring.CATEGORIES, 0.0)
+    with_limit = scoring.cell_rates(scoring.cell_counts(["misleading", "limit"]))
+    assert with_limit["misleading"] == with_limit["limit"] == pytest.approx(0.5)  # a limit test is in the denominator
+
+
+# A test that passes where plain pytest passes it on both versions, but on the fixed version only does
+# something over one of the runner's caps: it prints ~21 MB (the output cap is 16 MiB) or builds ~1.1 GB (the
+# memory cap is 1 GiB). The cap, not an assertion, ends the fixed run: never a misleading test.
+OVER_A_CAP = '''
+from solution import get_positive
+
+
+def test_prints_a_lot_on_fixed():
+    if get_positive([-1]) == []:
+        print("x" * 21_000_000)
+    assert True
+
+
+def test_builds_a_lot_on_fixed():
+    if get_positive([-1]) == []:
+        big = [0] * 140_000_000
+        assert len(big) == 140_000_000
+
+
+def test_writes_a_big_file_on_fixed():
+    if get_positive([-1]) == []:
+        with open("big.bin", "wb") as fh:
+            fh.write(b"\\0" * (20 << 20))
+
+
+def test_asserts_the_bug():
+    assert get_positive([-1]) == [-1]
+'''
+
+
+def test_a_run_ended_by_a_runner_cap_is_a_limit_never_misleading() -> None:
+    ids = ["test_prints_a_lot_on_fixed", "test_builds_a_lot_on_fixed", "test_writes_a_big_file_on_fixed",
+           "test_asserts_the_bug"]
+    scored = {s.test_id: s for s in scoring.score_tests(OVER_A_CAP, ids, BUGGY, FIXED, Sandbox(workers=2))}
+    got = {t: (s.buggy_status, s.fixed_status, s.outcome) for t, s in scored.items()}
+    assert got == {
+        "test_prints_a_lot_on_fixed": ("passed", "limit:output", "limit"),
+        "test_builds_a_lot_on_fixed": ("passed", "limit:memory", "limit"),
+        "test_writes_a_big_file_on_fixed": ("passed", "limit:fsize", "limit"),
+        "test_asserts_the_bug": ("passed", "failed", "misleading"),  # an assertion still decides as before
+    }, {t: s.fixed_detail for t, s in scored.items()}
+    assert "File too large" in scored["test_prints_a_lot_on_fixed"].fixed_detail
+    assert "MemoryError" in scored["test_builds_a_lot_on_fixed"].fixed_detail
+    assert scoring.cell_counts(s.outcome for s in scored.values()) == {
+        "misleading": 1, "effective": 0, "both_pass": 0, "both_fail": 0, "limit": 3}
+
+
+def test_a_timeout_stays_the_protocols_non_pass() -> None:
+    assert scoring.outcome("passed", "timeout") == "misleading"
+    assert scoring.outcome("limit:memory", "passed") == "limit"
+    assert scoring.outcome("tampered", "limit:output") == "both_fail"  # tampering is caught first
 
 
 def test_worked_example_six_misleading_one_both_pass() -> None:
@@ -77,7 +134,7 @@ def test_worked_example_six_misleading_one_both_pass() -> None:
     assert [s.test_id for s in scored] == WORKED_IDS
     assert all(s.buggy_status == "passed" for s in scored)
     assert scoring.cell_counts(s.outcome for s in scored) == {"misleading": 6, "effective": 0, "both_pass": 1,
-                                                              "both_fail": 0}
+                                                              "both_fail": 0, "limit": 0}
     assert [s.test_id for s in scored if s.outcome == "both_pass"] == ["test_empty_list"]
     first = scored[0]
     assert first.fixed_status == "failed" and "assert [1, 2, 3] == []" in first.fixed_detail

@@ -126,7 +126,10 @@ def render(frames: dict[str, pd.DataFrame]) -> list[str]:
            + ", ".join(f"`{s}`" for s in STATUSES) + ". Only `passed` is a pass; `failed`, `error`, `timeout` and "
            "`crashed` are not, nor is a skipped test (stored as `error`, detail `skipped: …`) or an expected "
            "failure (xfail, stored as `failed`, detail `xfailed …`). A test's cell follows: misleading = pass on "
-           "buggy and not on fixed, effective = the reverse, both pass, both fail.", ""]
+           "buggy and not on fixed, effective = the reverse, both pass, both fail. A test whose run ended on one of "
+           "the runner's caps on either version (a `limit:*` status: output, memory, file size, processes, disk) is "
+           "in none of the four: its outcome is `limit`, counted among the tests and never misleading or "
+           "effective.", ""]
     st = frames.get("statuses", pd.DataFrame())
     for version in ("buggy", "fixed"):
         v = st[st["version"] == version] if len(st) else st
