@@ -62,11 +62,8 @@ MODEL = "model_name"
 
 # condition_rates' own columns (the schema's, so a column added there is a column here)
 _RATE_COLUMNS = [c for c in schema.column_names("condition_rates") if c not in ("plan_sha256", MODEL)]
-_COMPARISON_COLUMNS = [
-    "comparison_id", "thinking", "role", "metric", "condition_a", "condition_b", "rate_a", "rate_b", "estimate",
-    "ci_low", "ci_high", "level", "n_boot", "seed", "n_problems", "n_tests_a", "n_tests_b", "n_zero_denominator",
-    "excludes_zero", "verdict", "subset",
-]
+# bootstrap_comparisons' own columns (the schema's, as for condition_rates)
+_COMPARISON_COLUMNS = [c for c in schema.column_names("bootstrap_comparisons") if c not in ("plan_sha256", MODEL)]
 #: model_rates: condition_rates' columns with model_name after plan_sha256
 MODEL_RATES_COLUMNS = ["plan_sha256", MODEL, *_RATE_COLUMNS]
 #: model_comparisons: bootstrap_comparisons' columns with model_name after plan_sha256
