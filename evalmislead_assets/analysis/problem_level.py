@@ -9,7 +9,7 @@ of the cell?
 - ``problem_rates``: per condition x thinking, the problems run (answered, with or without tests), those with
   at least one scored test, and those with at least one misleading / effective test, as shares of both
   denominators; the share of the problems run with a Wilson score interval (problems are independent, one
-  indicator each) at the plan's level.
+  indicator each) at the plan's level. A condition none of whose problems has a test gets no share (NaN).
 - ``problem_comparisons``: the plan's four comparisons on these indicators, paired over the problems both
   conditions answered (thinking on: the truncation-matched subset, as the primary comparisons): the exact
   McNemar test (a two-sided binomial test of the discordant pairs, p against 1 - level = 0.0125, the
@@ -78,8 +78,9 @@ def problem_rates(outcomes: pd.DataFrame, generations: pd.DataFrame, generated: 
                                "n_problems_with_tests": tested}
         for cell in ("misleading", "effective"):
             k = int((pp[f"n_{cell}"] > 0).sum())
-            lo, hi = _wilson(k, n, plan.level)
-            row.update({f"problems_with_{cell}": k, f"{cell}_share": analysis_plan.rate(k, n),
+            # no problem with a test (e.g. test_outcomes not materialized yet): not estimable, not 0
+            lo, hi = _wilson(k, n, plan.level) if tested else (NAN, NAN)
+            row.update({f"problems_with_{cell}": k, f"{cell}_share": analysis_plan.rate(k, n) if tested else NAN,
                         f"{cell}_share_ci_low": lo, f"{cell}_share_ci_high": hi,
                         f"{cell}_share_of_tested": analysis_plan.rate(k, tested)})
         row["level"] = plan.level

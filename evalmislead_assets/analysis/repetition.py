@@ -10,10 +10,11 @@ they are (report-only, prompts/analysis_plan_changes.md, amendment of 2026-12-07
   normalised, its name left out) and ``duplicate_of``, the first earlier test of the same answer with the same
   body, the same decorators and the same parameters (a parametrized test's instances are not copies of each
   other).
-- ``answer_repeats``: per answer, its tests, copies, whether its last lines repeat (``tail_repeating``: of its
-  last ``TAIL_LINES`` non-empty lines, digits masked, at most half are distinct; a loop that counts up,
-  ``test_fib_31``, ``test_fib_32``, ... repeats too) and ``loop``: cut at the cap (finish_reason = length)
-  while repeating (a copy, or a repeating tail).
+- ``answer_repeats``: per answer, its tests, copies, whether its end repeats (``tail_repeating``, digits
+  masked so that a loop that counts up, ``test_fib_31``, ``test_fib_32``, ... repeats too: of its last
+  ``TAIL_LINES`` non-empty lines at most half are distinct, or its last ``TAIL_CHARS`` characters compress to
+  at most ``TAIL_RATIO`` of their size) and ``loop``: cut at the cap (finish_reason = length) while repeating
+  (a copy, or a repeating tail).
 - ``repetition_rates``: per condition x thinking, the pooled rates, the same rates with copies counted once,
   the share of the cell's misleading and effective tests from its top problem, and how many of them come from
   loop answers.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+import zlib
 from typing import Any
 
 import pandas as pd
@@ -37,6 +39,11 @@ from evalmislead_assets.store.values import is_missing
 
 TAIL_LINES = 30
 MIN_TAIL_LINES = 10  # fewer non-empty lines: too short to call a loop
+# the compression rule: on the recorded 1.5B run, no answer that stopped on its own (longer than 2,000 characters)
+# compresses below 0.14; the loops cut at the cap do to 0.01-0.12
+TAIL_CHARS = 2000
+MIN_TAIL_CHARS = 1000
+TAIL_RATIO = 0.12
 
 
 def _columns(table: str) -> list[str]:
@@ -80,13 +87,17 @@ def _test_name(test_id: str) -> tuple[str, str]:
 
 
 def tail_repeating(text: object, lines: int = TAIL_LINES) -> bool:
-    """Of the last ``lines`` non-empty lines, digits masked, at most half are distinct."""
+    """The answer's end repeats (digits masked): of its last ``lines`` non-empty lines at most half are distinct,
+    or its last ``TAIL_CHARS`` characters compress to at most ``TAIL_RATIO`` of their size (a loop inside one
+    long line, or lines that grow by one element each)."""
     if not isinstance(text, str):
         return False
-    tail = [re.sub(r"\d+", "0", ln.strip()) for ln in text.splitlines() if ln.strip()][-lines:]
-    if len(tail) < MIN_TAIL_LINES:
-        return False
-    return len(set(tail)) * 2 <= len(tail)
+    masked = re.sub(r"\d+", "0", text)
+    tail = [ln.strip() for ln in masked.splitlines() if ln.strip()][-lines:]
+    if len(tail) >= MIN_TAIL_LINES and len(set(tail)) * 2 <= len(tail):
+        return True
+    chars = masked[-TAIL_CHARS:].encode()
+    return len(chars) >= MIN_TAIL_CHARS and len(zlib.compress(chars, 9)) <= TAIL_RATIO * len(chars)
 
 
 def per_test_repeats(outcomes: pd.DataFrame, generated: pd.DataFrame) -> pd.DataFrame:

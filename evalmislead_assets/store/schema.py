@@ -298,7 +298,8 @@ _SPECS: tuple[Table, ...] = (
         "while repeating",
         _CONDITION, _THINKING, _TASK, _IDX, ("n_tests", "INTEGER"), ("n_distinct", "INTEGER", "tests not a copy"),
         ("n_duplicates", "INTEGER", "tests whose duplicate_of is set"), ("finish_reason", "VARCHAR"),
-        ("tail_repeating", "BOOLEAN", "the answer's last lines repeat (digits masked): at most half are distinct"),
+        ("tail_repeating", "BOOLEAN", "the answer's end repeats (digits masked): at most half of its last 30 lines "
+                                      "distinct, or its last 2,000 characters compress to 12 % or less"),
         ("loop", "BOOLEAN", "cut at the cap (finish_reason = length) while repeating: duplicates or a repeating tail"),
         ("n_misleading", "INTEGER"), ("n_effective", "INTEGER"),
     ),

@@ -102,6 +102,13 @@ def test_problem_rates_state_both_denominators(plan):
     assert b.misleading_share_ci_low < 0.6 < b.misleading_share_ci_high
     assert (f.n_problems, f.n_problems_with_tests, f.problems_with_misleading) == (10, 7, 3)
     assert f.effective_share_of_tested == pytest.approx(3 / 7)
+    # a condition none of whose problems has a test: not estimable, never 0
+    out, gens, gt = tables({("buggy_code", "off"): BUGGY, ("fixed_code", "off"): {p: [] for p in BUGGY}})
+    f = problem_rates(out, gens, gt, plan).set_index("condition").loc["fixed_code"]
+    assert f.n_problems == 10 and f.n_problems_with_tests == 0
+    assert np.isnan(f.misleading_share) and np.isnan(f.misleading_share_ci_high) and np.isnan(f.effective_share_of_tested)
+    assert "0 tests: not estimable" in "\n".join(render({"problem_rates": problem_rates(out, gens, gt, plan),
+                                                          "problem_comparisons": pd.DataFrame()}))
 
 
 def test_printed_sql_gives_the_same_counts(plan):

@@ -1,9 +1,12 @@
 """Repetition loops as data: exact-copy test bodies, loop answers, rates with copies counted once."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 from evalmislead_assets import settings
+from evalmislead_assets.analysis import repetition
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.analysis.repetition import (
     function_keys, per_answer_repeats, per_test_repeats, repetition_rates, tail_repeating,
@@ -132,3 +135,11 @@ def test_empty_inputs_give_empty_tables():
     a = per_answer_repeats(t, pd.DataFrame())
     assert a.empty
     assert repetition_rates(t, a, plan).empty
+
+
+def test_a_loop_inside_one_line_or_a_growing_list_repeats():
+    one_line = "x = [" + ", ".join(["'a', 'b', '<', '>'"] * 200)
+    growing = "\n".join(f"    assert f([{', '.join(str(-i) for i in range(k))}]) == True" for k in range(3, 12))
+    assert tail_repeating(one_line) and tail_repeating(growing * 3)
+    ordinary = Path(repetition.__file__).read_text()[:4000]  # 4,000 characters of ordinary code, no loop
+    assert not tail_repeating(ordinary)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evalmislead_assets.analysis.problem_level import PROBLEM_COMPARISON_SQL
-from evalmislead_assets.report.formatting import ci, level_label, mc_se, mc_stability_note, md_table, missing, pct, points
+from evalmislead_assets.report.formatting import ci, level_label, mc_se, mc_stability_note, md_table, missing, points
 
 TITLE = "Problem level: problems with at least one misleading or effective test (secondary)"
 TABLES = ("problem_rates", "problem_comparisons")
@@ -20,7 +20,9 @@ INTRO = ("A secondary analysis added by the plan amendment of 2026-12-07 (prompt
          "gave no test counts as 0; both denominators are shown.")
 
 
-def _share(k: object, n: object) -> str:
+def _share(k: object, n: object, tested: object = 1) -> str:
+    if not missing(tested) and int(tested) == 0:
+        return "0 tests: not estimable"
     return "–" if missing(k) or missing(n) or int(n) == 0 else f"{int(k)} / {int(n)} ({100 * int(k) / int(n):.1f} %)"
 
 
@@ -42,10 +44,10 @@ def render(frames: dict[str, pd.DataFrame]) -> list[str]:
             "problems whose answer gave at least one test):", "", md_table(pd.DataFrame([{
                 "condition": x["condition"], "thinking": x["thinking"], "problems run": x["n_problems"],
                 "with tests": x["n_problems_with_tests"],
-                "with a misleading test: of run": f"{_share(x['problems_with_misleading'], x['n_problems'])} "
+                "with a misleading test: of run": f"{_share(x['problems_with_misleading'], x['n_problems'], x['n_problems_with_tests'])} "
                                                   f"{ci(x['misleading_share_ci_low'], x['misleading_share_ci_high'], False)}",
                 "misleading: of those with tests": _share(x["problems_with_misleading"], x["n_problems_with_tests"]),
-                "with an effective test: of run": f"{_share(x['problems_with_effective'], x['n_problems'])} "
+                "with an effective test: of run": f"{_share(x['problems_with_effective'], x['n_problems'], x['n_problems_with_tests'])} "
                                                   f"{ci(x['effective_share_ci_low'], x['effective_share_ci_high'], False)}",
                 "effective: of those with tests": _share(x["problems_with_effective"], x["n_problems_with_tests"]),
             } for _, x in rates.sort_values(["thinking", "condition"], kind="stable").iterrows()])), ""]

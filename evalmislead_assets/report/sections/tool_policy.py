@@ -20,7 +20,7 @@ def _pct(x: object) -> str:
 
 
 def _pct_ci(x: object, lo: object, hi: object) -> str:
-    if x is None or x != x:
+    if missing(x):
         return "not defined (nothing kept)"
     bounds = "" if missing(lo) or missing(hi) else f" [{100 * float(lo):.1f}, {100 * float(hi):.1f}]"
     return f"{100 * float(x):.1f} %{bounds}"
