@@ -190,7 +190,7 @@ def repetition_rates(repeats: pd.DataFrame, answers: pd.DataFrame, plan: Plan) -
             row.update({f"top_{cell}_task": task, f"top_{cell}_n": n, f"top_{cell}_share": share})
         row.update({
             "n_answers_with_tests": int((a["n_tests"] > 0).sum()) if len(a) else int(part["task_id"].nunique()),
-            "n_loop_answers": int(a["loop"].astype(bool).sum()) if len(a) else 0,
+            "n_loop_answers": int((a["loop"].astype(bool) & (a["n_tests"] > 0)).sum()) if len(a) else 0,
             "n_tests_in_loops": len(in_loop),
             "n_misleading_in_loops": int((in_loop["outcome"] == "misleading").sum()),
             "n_effective_in_loops": int((in_loop["outcome"] == "effective").sum()),

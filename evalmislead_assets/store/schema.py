@@ -317,7 +317,7 @@ _SPECS: tuple[Table, ...] = (
         ("top_misleading_n", "INTEGER"), ("top_misleading_share", "DOUBLE", "top_misleading_n / n_misleading"),
         ("top_effective_task", "VARCHAR"), ("top_effective_n", "INTEGER"),
         ("top_effective_share", "DOUBLE", "top_effective_n / n_effective"),
-        ("n_answers_with_tests", "INTEGER"), ("n_loop_answers", "INTEGER", "answers cut at the cap while repeating"),
+        ("n_answers_with_tests", "INTEGER"), ("n_loop_answers", "INTEGER", "answers with scored tests cut at the cap while repeating"),
         ("n_tests_in_loops", "INTEGER"), ("n_misleading_in_loops", "INTEGER"), ("n_effective_in_loops", "INTEGER"),
     ),
     _table(

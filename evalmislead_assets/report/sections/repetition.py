@@ -38,7 +38,7 @@ def render(frames: dict[str, pd.DataFrame]) -> list[str]:
                                   f"({x['n_effective_distinct']}/{x['n_tests_distinct']})",
         "top problem, misleading": _top(x["top_misleading_task"], x["top_misleading_n"], x["top_misleading_share"]),
         "top problem, effective": _top(x["top_effective_task"], x["top_effective_n"], x["top_effective_share"]),
-        "loop answers (of answers with tests)": f"{x['n_loop_answers']} ({x['n_answers_with_tests']})",
+        "answers with tests: cut in a loop / all": f"{x['n_loop_answers']} / {x['n_answers_with_tests']}",
         "misleading / effective in loops": f"{x['n_misleading_in_loops']} / {x['n_effective_in_loops']}",
     } for _, x in df.sort_values(["thinking", "condition"], kind="stable").iterrows()])
     return [INTRO, "", md_table(shown), "",
