@@ -1,5 +1,7 @@
 """Problem-level estimands on hand-made rows: indicators, discordant pairs, exact McNemar p, paired bootstrap."""
 
+from pathlib import Path
+
 import duckdb
 import numpy as np
 import pandas as pd
@@ -134,3 +136,39 @@ def test_section_shows_counts_p_and_sql(plan):
     assert "6 / 10 (60.0 %)" in text and "6 / 9 (66.7 %)" in text
     empty = "\n".join(render({"problem_rates": pd.DataFrame(), "problem_comparisons": pd.DataFrame()}))
     assert "Not computed" in empty
+
+
+# Per-problem counts of the recorded 1.5B run (buggy_code and fixed_code, thinking off), extracted from a replay of
+# the bundled pack (`evalmislead run --replay --conditions buggy_code,fixed_code,...`): 164 problems, 480 and
+# 546 tests, 56 and 33 misleading.
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "recorded_1p5b_buggy_fixed_counts.csv"
+
+
+def _recorded_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    counts = pd.read_csv(RECORDED)
+    outcomes, gens, gt = [], [], []
+    for _, r in counts.iterrows():
+        for cond, side in (("buggy_code", "buggy"), ("fixed_code", "fixed")):
+            key = {"condition": cond, "thinking": "off", "task_id": r["task_id"], "problem_idx": int(r["problem_idx"])}
+            n, m, e = int(r[f"{side}_tests"]), int(r[f"{side}_misleading"]), int(r[f"{side}_effective"])
+            cells = [M] * m + [E] * e + [BP] * (n - m - e)
+            gens.append({**key, "finish_reason": "stop", "error": None})
+            gt.append({**key, "n_tests": n, "import_ok": n > 0, "source": "x", "error": None})
+            outcomes += [{**key, "test_id": f"t.py::test_{i}", "outcome": c} for i, c in enumerate(cells)]
+    return pd.DataFrame(outcomes), pd.DataFrame(gens), pd.DataFrame(gt)
+
+
+def test_recorded_run_c1_on_problem_indicators(plan):
+    from evalmislead_assets.analysis.rates import bootstrap_comparisons
+
+    out, gens, gt = _recorded_tables()
+    c1 = problem_comparisons(out, gens, gt, plan)[0].set_index("comparison_id").loc[1]
+    assert (c1.n_problems, c1.problems_a, c1.problems_b, c1.discordant_a, c1.discordant_b) == (164, 22, 8, 19, 5)
+    assert (c1.n_problems_with_tests_a, c1.n_problems_with_tests_b, c1.n_problems_with_tests_both) == (92, 91, 68)
+    assert round(c1.mcnemar_p, 4) == 0.0066 and c1.mcnemar_p < c1.alpha
+    assert (round(100 * c1.ci_low, 1), round(100 * c1.ci_high, 1)) == (1.2, 15.9)  # the plan's seed and resamples
+    # the preregistered test-level C1 on the same rows: +5.6 [-7.0, +22.3], interval includes 0
+    t1 = bootstrap_comparisons(out, gens, gt, plan)[0].set_index("comparison_id").loc[1]
+    assert (round(100 * t1.estimate, 1), round(100 * t1.ci_low, 1), round(100 * t1.ci_high, 1)) == (5.6, -7.0, 22.3)
+    assert (t1.n_problems, t1.n_problems_with_tests_both) == (164, 68)
+    assert 0 < t1.ci_low_mc_se < 0.01 and 0 < t1.ci_high_mc_se < 0.01  # well under a point at 10,000 resamples
