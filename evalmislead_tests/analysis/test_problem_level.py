@@ -1,4 +1,5 @@
-"""Problem-level estimands on hand-made rows: indicators, discordant pairs, exact McNemar p, paired bootstrap."""
+"""Problem-level estimands on hand-made rows and on the recorded 1.5B run's per-problem counts: indicators, discordant
+pairs, exact McNemar p, paired bootstrap."""
 
 from pathlib import Path
 
