@@ -475,6 +475,8 @@ _SPECS = (*_SPECS,
         ("mean_estimable", "BOOLEAN", "false also when a model has no test on the common problems"),
         ("pooled_n_zero_denominator", "INTEGER"), ("mean_n_zero_denominator", "INTEGER"),
         ("note", "VARCHAR", "why a row is not estimable"), _LEVEL, _N_BOOT, _SEED,
+        ("pooled_ci_low_mc_se", "DOUBLE", "Monte Carlo standard error of pooled_ci_low (batches of the replicates)"),
+        ("pooled_ci_high_mc_se", "DOUBLE"), ("mean_ci_low_mc_se", "DOUBLE"), ("mean_ci_high_mc_se", "DOUBLE"),
     ),
     _table(
         "model_sizes", "the size table: one family's models by parameter count, rates per condition",
@@ -502,6 +504,7 @@ _SPECS = (*_SPECS,
         ("n_tests_a", "INTEGER"), ("n_tests_b", "INTEGER"), ("n_cell_a", "INTEGER"), ("n_cell_b", "INTEGER"),
         ("n_zero_denominator", "INTEGER", "resamples where a side drew no test"),
         ("estimable", "BOOLEAN"), ("note", "VARCHAR", "why a row is not estimable"), _LEVEL, _N_BOOT, _SEED,
+        _MC_SE_LOW, _MC_SE_HIGH,
     ),
 )
 
