@@ -62,11 +62,8 @@ MODEL = "model_name"
 
 # condition_rates' own columns (the schema's, so a column added there is a column here)
 _RATE_COLUMNS = [c for c in schema.column_names("condition_rates") if c not in ("plan_sha256", MODEL)]
-_COMPARISON_COLUMNS = [
-    "comparison_id", "thinking", "role", "metric", "condition_a", "condition_b", "rate_a", "rate_b", "estimate",
-    "ci_low", "ci_high", "level", "n_boot", "seed", "n_problems", "n_tests_a", "n_tests_b", "n_zero_denominator",
-    "excludes_zero", "verdict", "subset",
-]
+# bootstrap_comparisons' own columns (the schema's, as for condition_rates)
+_COMPARISON_COLUMNS = [c for c in schema.column_names("bootstrap_comparisons") if c not in ("plan_sha256", MODEL)]
 #: model_rates: condition_rates' columns with model_name after plan_sha256
 MODEL_RATES_COLUMNS = ["plan_sha256", MODEL, *_RATE_COLUMNS]
 #: model_comparisons: bootstrap_comparisons' columns with model_name after plan_sha256
@@ -79,6 +76,7 @@ MODEL_AVERAGE_COLUMNS = [
     "mean", "mean_ci_low", "mean_ci_high", "mean_excludes_zero", "mean_a", "mean_b",
     "estimable", "mean_estimable", "pooled_n_zero_denominator", "mean_n_zero_denominator", "note",
     "level", "n_boot", "seed",
+    "pooled_ci_low_mc_se", "pooled_ci_high_mc_se", "mean_ci_low_mc_se", "mean_ci_high_mc_se",
 ]
 #: model_sizes: one row per model x condition, models ordered by parameter count (size_rank 1 = smallest)
 MODEL_SIZES_COLUMNS = [
@@ -221,6 +219,14 @@ def _interval(samples: np.ndarray, estimate: float, ok: bool, level: float) -> t
     return estimate, float(lo), float(hi), bootstrap.excludes_zero(float(lo), float(hi))
 
 
+def _mc_se(samples: np.ndarray, ok: bool, level: float) -> tuple[float, float]:
+    """The Monte Carlo standard errors of the two bounds (bootstrap.bound_mc_se); NaN when not estimable."""
+    if not ok:
+        return NAN, NAN
+    lo, hi = bootstrap.bound_mc_se(samples, level)
+    return float(lo[0]), float(hi[0])
+
+
 def _row(plan: Plan, sides: list[dict[str, np.ndarray]], n_problems: int, note: str) -> dict[str, object]:
     """Estimates and intervals of one rate (one side) or one difference (two sides, a - b)."""
     pooled_ok = n_problems > 0 and all(s["n_tests"] > 0 for s in sides)
@@ -238,8 +244,10 @@ def _row(plan: Plan, sides: list[dict[str, np.ndarray]], n_problems: int, note: 
             samples, est = sides[0][how] - sides[1][how], float(sides[0][f"{how}_est"]) - float(sides[1][f"{how}_est"])
             zero = (sides[0][f"{how}_zero"] | sides[1][f"{how}_zero"]) if ok else np.zeros(0)
         e, lo, hi, excl = _interval(samples, est, ok, plan.level)
+        se_lo, se_hi = _mc_se(samples, ok, plan.level)
         out.update({how: e, f"{how}_ci_low": lo, f"{how}_ci_high": hi, f"{how}_excludes_zero": excl,
-                    f"{how}_n_zero_denominator": int(zero.sum())})
+                    f"{how}_n_zero_denominator": int(zero.sum()), f"{how}_ci_low_mc_se": se_lo,
+                    f"{how}_ci_high_mc_se": se_hi})
         if len(sides) == 2:  # each side's rate on the same problems and models as the difference
             out.update({f"{how}_a": float(sides[0][f"{how}_est"]) if ok else NAN,
                         f"{how}_b": float(sides[1][f"{how}_est"]) if ok else NAN})

@@ -81,7 +81,7 @@ def _rates(plan: Plan, model: str, thinking: str, condition: str, a: str, b: str
                          rate_b=cell_b / tests_b, estimate=iv.estimate, ci_low=iv.ci_low, ci_high=iv.ci_high,
                          excludes_zero=iv.excludes_zero, n_problems=n, n_tests_a=tests_a, n_tests_b=tests_b,
                          n_cell_a=cell_a, n_cell_b=cell_b, n_zero_denominator=iv.n_zero_denominator,
-                         estimable=True))
+                         estimable=True, ci_low_mc_se=iv.mc_se_low, ci_high_mc_se=iv.mc_se_high))
     return rows
 
 

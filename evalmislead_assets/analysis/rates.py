@@ -207,10 +207,20 @@ def bootstrap_comparisons(
                     "verdict": f"not comparable ({apart})" if apart else
                     verdict(iv.excludes_zero, primary, iv.n_problems, zero_sides, subset),
                     "subset": subset,
+                    "ci_low_mc_se": iv.mc_se_low if estimable else NAN,
+                    "ci_high_mc_se": iv.mc_se_high if estimable else NAN,
+                    **tested_sides(pa, pb),
                 })
     out = pd.DataFrame(rows, columns=_columns("bootstrap_comparisons"))
     out = out.sort_values(["thinking", "comparison_id"], kind="stable")
     return analysis_plan.sha_col(out.reset_index(drop=True), plan), notes
+
+
+def tested_sides(pa: pd.DataFrame, pb: pd.DataFrame) -> dict[str, int]:
+    """How many of the paired problems inform each side: those with at least one test in a, in b, in both."""
+    ta, tb = pa["n_tests"].to_numpy() > 0, pb["n_tests"].to_numpy() > 0
+    return {"n_problems_with_tests_a": int(ta.sum()), "n_problems_with_tests_b": int(tb.sum()),
+            "n_problems_with_tests_both": int((ta & tb).sum())}
 
 
 def _outcomes_missing_notes(generated: pd.DataFrame | None, thinking: str, sides: list[tuple[str, pd.DataFrame]]) -> list[str]:
@@ -297,5 +307,6 @@ def thinking_comparisons(outcomes: pd.DataFrame, subset: pd.DataFrame, plan: Pla
                 "n_cell_off": int(off[f"n_{cell}"].sum()), "n_cell_on": int(on[f"n_{cell}"].sum()),
                 "n_zero_denominator": iv.n_zero_denominator, "excludes_zero": estimable and iv.excludes_zero,
                 "note": f"not comparable ({apart})" if apart else None,
+                "ci_low_mc_se": iv.mc_se_low if estimable else NAN, "ci_high_mc_se": iv.mc_se_high if estimable else NAN,
             })
     return analysis_plan.sha_col(pd.DataFrame(rows, columns=_columns("thinking_comparisons")), plan)

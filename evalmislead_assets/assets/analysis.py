@@ -20,7 +20,7 @@ from dagster import (
 from pydantic import Field
 
 from evalmislead_assets import settings, study_models
-from evalmislead_assets.analysis import rates, secondary
+from evalmislead_assets.analysis import problem_level, rates, repetition, secondary
 from evalmislead_assets.analysis.tool_policy import INPUT_COLUMNS as TOOL_POLICY_COLUMNS, TOOL_POLICY_SQL
 from evalmislead_assets.analysis.tool_policy import tool_policy as tool_policy_table
 from evalmislead_assets.analysis.plan import Plan, cells_present
@@ -135,13 +135,14 @@ def truncation_matched_subset(
     })
 
 
-@asset(group_name=GROUP, code_version="tool_policy-1",
+@asset(group_name=GROUP, code_version="tool_policy-2",
        ins={"test_outcomes": AssetIn(metadata={"columns": list(TOOL_POLICY_COLUMNS)})},
        description="What a test generator that keeps only the tests passing on the code (CoverUp-like) would keep "
                    "per condition x thinking: kept misleading tests, discarded effective tests, the kept suite's "
-                   "bug-revealing rate (from stored outcomes; filter on the shown version, buggy where none is shown).")
+                   "bug-revealing rate with intervals (from stored outcomes; filter on the shown version, buggy where "
+                   "none is shown). Keeping every misleading and dropping every effective test is an identity.")
 def tool_policy(context: AssetExecutionContext, test_outcomes: pd.DataFrame) -> Output[pd.DataFrame]:
-    df = tool_policy_table(test_outcomes)
+    df = tool_policy_table(test_outcomes, study_plan().level)
     context.log.info(f"tool_policy: {len(df)} condition x thinking rows from {len(test_outcomes)} outcomes")
     return Output(df, metadata={"rows": len(df), "policy": _md(df.round(4)), "sql": MetadataValue.md(
         f"```sql\n{TOOL_POLICY_SQL}\n```")})
@@ -163,6 +164,82 @@ def thinking_comparisons(
         "comparisons": _md(df[["condition", "metric", "rate_off", "rate_on", "estimate", "ci_low", "ci_high",
                                "n_problems"]].round(4)),
     })
+
+
+@asset(group_name=GROUP, ins=UPSTREAM, code_version=_VERSION,
+       description="Per condition x thinking: problems run, with tests, with at least one misleading / effective "
+                   "test (shares of both denominators, Wilson interval over problems; secondary, plan amendment "
+                   "of 2026-12-07).")
+def problem_rates(
+    context: AssetExecutionContext, test_outcomes: pd.DataFrame, test_generations: pd.DataFrame,
+    generated_tests: pd.DataFrame,
+) -> Output[pd.DataFrame]:
+    plan = study_plan()
+    df = problem_level.problem_rates(test_outcomes, test_generations, generated_tests, plan)
+    context.log.info(f"problem_rates: {len(df)} condition x thinking rows")
+    return Output(df, metadata={
+        "rows": len(df), **_plan_meta(plan), **_coverage(test_outcomes, test_generations, generated_tests),
+        "rates": _md(df[["condition", "thinking", "n_problems", "n_problems_with_tests", "problems_with_misleading",
+                         "problems_with_effective"]]),
+    })
+
+
+@asset(group_name=GROUP, ins=UPSTREAM, code_version=_VERSION,
+       description="The plan's four comparisons on problem indicators (at least one misleading / effective test): "
+                   "exact McNemar test of the discordant pairs and paired bootstrap (secondary, plan amendment of "
+                   "2026-12-07).")
+def problem_comparisons(
+    context: AssetExecutionContext, test_outcomes: pd.DataFrame, test_generations: pd.DataFrame,
+    generated_tests: pd.DataFrame,
+) -> Output[pd.DataFrame]:
+    plan = study_plan()
+    t0 = time.perf_counter()
+    df, notes = problem_level.problem_comparisons(test_outcomes, test_generations, generated_tests, plan)
+    wall = time.perf_counter() - t0
+    for n in notes:
+        context.log.warning(n)
+    shown = df[["thinking", "comparison_id", "metric", "condition_a", "condition_b", "n_problems", "problems_a",
+                "problems_b", "discordant_a", "discordant_b", "mcnemar_p", "estimate", "ci_low", "ci_high", "verdict"]]
+    return Output(df, metadata={
+        "rows": len(df), "bootstrap_s": round(wall, 3), "n_boot": plan.n_boot, "level": plan.level,
+        "seed": plan.seed, "skipped": MetadataValue.json(notes), **_plan_meta(plan),
+        **_coverage(test_outcomes, test_generations, generated_tests), "comparisons": _md(shown.round(4)),
+        "sql": MetadataValue.md(f"```sql\n{problem_level.PROBLEM_COMPARISON_SQL}\n```"),
+    })
+
+
+REPETITION_TABLES = ("test_repeats", "answer_repeats")
+
+
+@multi_asset(
+    group_name=GROUP,
+    outs=table_outs("repetition_rates", REPETITION_TABLES, plan_code_version(),
+                    "Per condition x thinking: the pooled rates, the same with exact-copy tests counted once, the top "
+                    "problem's share of each cell and the tests of answers cut at the cap in a loop; per test "
+                    "(test_repeats: duplicate_of) and per answer (answer_repeats: loop) as side tables."),
+    ins={"test_outcomes": UPSTREAM["test_outcomes"],
+         "generated_tests": AssetIn(metadata={"columns": ["condition", "thinking", "task_id", "source", "test_ids"]}),
+         "test_generations": AssetIn(metadata={"columns": [
+             "condition", "thinking", "task_id", "problem_idx", "finish_reason", "response_text"]})},
+)
+def repetition_rates(
+    context: AssetExecutionContext, test_outcomes: pd.DataFrame, generated_tests: pd.DataFrame,
+    test_generations: pd.DataFrame,
+) -> tuple[Output[pd.DataFrame], Output[pd.DataFrame], Output[pd.DataFrame]]:
+    plan = study_plan()
+    tests = repetition.per_test_repeats(test_outcomes, generated_tests)
+    answers = repetition.per_answer_repeats(tests, test_generations)
+    summary = repetition.repetition_rates(tests, answers, plan)
+    n_dup = int(tests["duplicate_of"].notna().sum()) if len(tests) else 0
+    n_loop = int(answers["loop"].astype(bool).sum()) if len(answers) else 0
+    context.log.info(f"repetition: {n_dup} of {len(tests)} tests copy an earlier one; {n_loop} answers cut in a loop")
+    meta = _plan_meta(plan)
+    return (
+        Output(summary, output_name="repetition_rates", metadata={
+            "rows": len(summary), "rates": _md(summary.drop(columns="plan_sha256").round(4)), **meta}),
+        Output(tests, output_name="test_repeats", metadata={"tests": len(tests), "duplicates": n_dup}),
+        Output(answers, output_name="answer_repeats", metadata={"answers": len(answers), "loops": n_loop}),
+    )
 
 
 SPEC_LABEL_TABLES = ("spec_label_agreement", "spec_label_splits")

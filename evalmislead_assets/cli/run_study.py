@@ -45,6 +45,7 @@ ANALYSIS = [
     "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
     "spec_labels", "spec_label_agreement", "spec_label_splits",
     "reasoning_mentions", "reasoning_mention_matches", "reasoning_mention_summary", "tool_policy", "determinism_probe",
+    "problem_rates", "problem_comparisons", "repetition_rates", "test_repeats", "answer_repeats",
     "study_report",
 ]
 # after every model's analysis: the models side by side, their average, the size table (assets/models.py)

@@ -27,7 +27,7 @@ from evalmislead_assets.report.inputs import read as read_inputs
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_assets.store.values import is_missing
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
-from evalmislead_assets.report.formatting import level_label, md_table
+from evalmislead_assets.report.formatting import level_label, mc_stability_note, md_table
 from evalmislead_assets.report.plots import rates_plot, truncation_plot
 from evalmislead_assets.report.tables import ZERO_DEN as ZERO_DEN_LABEL
 from evalmislead_assets.report.tables import (
@@ -201,6 +201,14 @@ def build(data: ReportData, plan: Plan, notes: list[str] | None = None) -> Repor
                 subset = comparison_subset_note(comp, mode)
                 L += [f"### Thinking {mode} ({tag}{'; ' + subset if subset else ''})", "",
                       md_table(comparison_table(comp, mode)), ""]
+        if len(comp):
+            L += ["“problems”: the problems paired (a problem without tests on a side adds 0 tests there); “problems "
+                  "with tests a / b / both”: how many of them inform each side's rate.", ""]
+            note = mc_stability_note(pd.concat([comp.get("ci_low_mc_se", pd.Series(dtype=float)),
+                                                comp.get("ci_high_mc_se", pd.Series(dtype=float))]),
+                                     comp["n_boot"].iloc[0])
+            if note:
+                L += [note, ""]
         L += ["## 3. Truncation", "", *truncation_lines(rates)]
         L += ["", md_table(truncation_table(rates)) if len(rates) else "_no rows_", ""]
         if "truncation.png" in plots:
@@ -213,6 +221,10 @@ def build(data: ReportData, plan: Plan, notes: list[str] | None = None) -> Repor
         tc = data.thinking_comparisons
         if n_sub and len(tc):
             L += ["", md_table(thinking_table(tc))]
+            note = mc_stability_note(pd.concat([tc.get("ci_low_mc_se", pd.Series(dtype=float)),
+                                                tc.get("ci_high_mc_se", pd.Series(dtype=float))]), tc["n_boot"].iloc[0])
+            if note:
+                L += ["", note]
         elif not n_sub:
             L += ["", "_Empty subset: thinking-on and thinking-off rows for both conditions are needed._"]
         L += ["", "## 5. Spec labels", "", *spec_section(data), "",

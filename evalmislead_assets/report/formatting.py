@@ -50,3 +50,31 @@ def md_table(df: pd.DataFrame) -> str:
 
 def level_label(level: float) -> str:
     return f"{100 * level:g} %"
+
+
+#: a bound's last printed digit is 0.1 point; it is stable when twice its Monte Carlo standard error stays within
+#: half of that digit (0.05 point = 0.0005 as a rate)
+STABLE_MC_SE = 0.00025
+
+
+def mc_se(lo_se: object, hi_se: object) -> str:
+    """The Monte Carlo standard errors of an interval's two bounds, in points: '0.21 / 0.35'."""
+    if missing(lo_se) or missing(hi_se):
+        return "–"
+    return f"{100 * float(lo_se):.2f} / {100 * float(hi_se):.2f}"
+
+
+def mc_stability_note(ses: pd.Series | list, n_boot: object) -> str:
+    """One sentence: the largest Monte Carlo SE of the bounds shown, and whether the last printed digit is stable."""
+    vals = [float(v) for v in ses if not missing(v)]
+    if not vals:
+        return ""
+    worst = max(vals)
+    boots = "" if missing(n_boot) else f"{int(n_boot):,} resamples, "
+    head = (f"Monte Carlo error of the bootstrap bounds ({boots}standard error by batches of the replicates): "
+            f"up to {100 * worst:.2f} points.")
+    if worst <= STABLE_MC_SE:
+        return head + " The last printed digit (0.1 point) is stable."
+    return (head + " **The last printed digit (0.1 point) of a bound is not stable at this number of resamples**: "
+            "another seed can move it by about twice this error. The preregistered resample count and seed are "
+            "kept; read the bounds to the nearest point.")

@@ -45,6 +45,9 @@ INPUTS: dict[str, tuple[str, ...] | None] = {
     "mutation_scores": None,
     "mutants": None,
     "tool_policy": None,
+    "problem_rates": None,
+    "problem_comparisons": None,
+    "repetition_rates": None,
 }
 
 

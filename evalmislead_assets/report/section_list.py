@@ -28,6 +28,10 @@ class Section:
 def sections() -> list[Section]:
     """The extra sections, in report order (imports are local so that each module stays optional)."""
     out: list[Section] = []
+    from evalmislead_assets.report.sections import problem_level, repetition
+
+    out.append(Section(problem_level.TITLE, problem_level.TABLES, problem_level.render))
+    out.append(Section(repetition.TITLE, repetition.TABLES, repetition.render))
     from evalmislead_assets.report.sections import determinism
 
     out.append(Section(determinism.TITLE, determinism.SECTION_TABLES, determinism.section))

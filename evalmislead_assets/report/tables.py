@@ -12,7 +12,7 @@ from evalmislead_assets.store.values import is_missing
 from evalmislead_assets.analysis.spec_labels import bug_diff, category_counts
 from evalmislead_assets.study.conditions import CONDITIONS, THINKING_MODES
 from evalmislead_assets.report.formatting import (
-    ci, level_label, md_table, missing, pct, points, rate_or_not_estimable, rate_with_ci,
+    ci, level_label, mc_se, md_table, missing, pct, points, rate_or_not_estimable, rate_with_ci,
 )
 
 EXAMPLE_TASK = "Python/30"
@@ -60,9 +60,17 @@ def comparison_table(comp: pd.DataFrame, thinking: str) -> pd.DataFrame:
         "a − b": f"{x['condition_a']} − {x['condition_b']}",
         "a": rate_or_not_estimable(x["rate_a"], x["n_tests_a"]), "b": rate_or_not_estimable(x["rate_b"], x["n_tests_b"]),
         "difference (points)": points(x["estimate"]), f"{level_label(x['level'])} CI": ci(x["ci_low"], x["ci_high"]),
-        "problems": x["n_problems"], "tests a / b": f"{x['n_tests_a']} / {x['n_tests_b']}",
+        "MC error of the bounds (SE, points)": mc_se(x.get("ci_low_mc_se"), x.get("ci_high_mc_se")),
+        "problems": x["n_problems"], "problems with tests a / b / both": _tested(x),
+        "tests a / b": f"{x['n_tests_a']} / {x['n_tests_b']}",
         ZERO_DEN: f"{x['n_zero_denominator']} of {x['n_boot']:,}", "verdict": x["verdict"],
     } for _, x in c.iterrows()])
+
+
+def _tested(x: pd.Series) -> str:
+    """How many of the paired problems inform each side: with a test in a, in b, in both ('–': not stored)."""
+    vals = [x.get(f"n_problems_with_tests_{s}") for s in ("a", "b", "both")]
+    return "–" if any(missing(v) for v in vals) else " / ".join(str(int(v)) for v in vals)
 
 
 def comparison_subset_note(comp: pd.DataFrame, thinking: str) -> str:
@@ -110,6 +118,7 @@ def thinking_table(tc: pd.DataFrame) -> pd.DataFrame:
         "thinking off": rate_or_not_estimable(x["rate_off"], x["n_tests_off"]),
         "thinking on": rate_or_not_estimable(x["rate_on"], x["n_tests_on"]), "on − off (points)": points(x["estimate"]),
         f"{level_label(x['level'])} CI": ci(x["ci_low"], x["ci_high"]),
+        "MC error of the bounds (SE, points)": mc_se(x.get("ci_low_mc_se"), x.get("ci_high_mc_se")),
         "tests off / on": f"{x['n_tests_off']} / {x['n_tests_on']}",
         ZERO_DEN: f"{x['n_zero_denominator']} of {x['n_boot']:,}",
         **({"note": "" if is_missing(x["note"]) else x["note"]} if "note" in tc and tc["note"].notna().any() else {}),

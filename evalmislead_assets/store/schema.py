@@ -53,6 +53,8 @@ _PLAN = ("plan_sha256", "VARCHAR", "sha256 of the analysis plan the row was comp
 _LEVEL = ("level", "DOUBLE", "interval level, 0.9875 in the plan")
 _N_BOOT = ("n_boot", "INTEGER", "bootstrap resamples")
 _SEED = ("seed", "BIGINT", "bootstrap seed")
+_MC_SE_LOW = ("ci_low_mc_se", "DOUBLE", "Monte Carlo standard error of ci_low (batches of the bootstrap replicates)")
+_MC_SE_HIGH = ("ci_high_mc_se", "DOUBLE", "Monte Carlo standard error of ci_high (batches of the bootstrap replicates)")
 _KEYWORDS = ("keywords_sha256", "VARCHAR", "sha256 of prompts/reasoning_keywords.txt")
 # described once above the reference's table, shown bare in its rows
 _SHARED = (_CONDITION, _THINKING, _TASK, _IDX, _PLAN, _LEVEL, _N_BOOT, _SEED, _KEYWORDS)
@@ -214,6 +216,10 @@ _SPECS: tuple[Table, ...] = (
         ("n_tests_b", "INTEGER"), ("n_zero_denominator", "INTEGER", "resamples where a side drew no test"),
         ("excludes_zero", "BOOLEAN"), ("verdict", "VARCHAR"),
         ("subset", "VARCHAR", "all | truncation_matched"),
+        _MC_SE_LOW, _MC_SE_HIGH,
+        ("n_problems_with_tests_a", "INTEGER", "of the n_problems paired, those where condition_a has a test"),
+        ("n_problems_with_tests_b", "INTEGER", "of the n_problems paired, those where condition_b has a test"),
+        ("n_problems_with_tests_both", "INTEGER", "of the n_problems paired, those where both sides have a test"),
     ),
     _table(
         "truncation_matched_subset", "problems with a test in buggy_code and fixed_code in both thinking modes",
@@ -229,6 +235,7 @@ _SPECS: tuple[Table, ...] = (
         ("n_cell_off", "INTEGER"), ("n_cell_on", "INTEGER"), ("n_zero_denominator", "INTEGER"),
         ("excludes_zero", "BOOLEAN"),
         ("note", "VARCHAR", "why there is no estimate: the modes' answers came from different templates or models"),
+        _MC_SE_LOW, _MC_SE_HIGH,
     ),
     _table(
         "tool_policy", "per condition × thinking: what a generator keeping only tests that pass on the code would keep",
@@ -240,6 +247,82 @@ _SPECS: tuple[Table, ...] = (
         ("problems_with_kept_effective", "INTEGER"),
         ("kept_bug_revealing_rate", "DOUBLE", "kept effective / kept; NaN when nothing is kept"),
         ("kept_misleading_rate", "DOUBLE", "kept misleading / kept; NaN when nothing is kept"),
+        ("kept_misleading_ci_low", "DOUBLE", "cluster-adjusted Wilson interval of kept_misleading_rate (tests "
+                                             "clustered in problems)"),
+        ("kept_misleading_ci_high", "DOUBLE"),
+        ("kept_bug_revealing_ci_low", "DOUBLE", "cluster-adjusted Wilson interval of kept_bug_revealing_rate"),
+        ("kept_bug_revealing_ci_high", "DOUBLE"), _LEVEL,
+    ),
+    # ---------------------------------------------------------------- problem level (secondary, plan amendment)
+    _table(
+        "problem_rates", "per condition × thinking: problems with at least one misleading / effective test",
+        _PLAN, _CONDITION, _THINKING, ("n_problems", "INTEGER", "problems run (answered, with or without tests)"),
+        ("n_problems_with_tests", "INTEGER", "problems whose answer gave at least one scored test"),
+        ("problems_with_misleading", "INTEGER"), ("problems_with_effective", "INTEGER"),
+        ("misleading_share", "DOUBLE", "problems_with_misleading / n_problems"),
+        ("misleading_share_ci_low", "DOUBLE", "Wilson score interval over problems"),
+        ("misleading_share_ci_high", "DOUBLE"),
+        ("misleading_share_of_tested", "DOUBLE", "problems_with_misleading / n_problems_with_tests; NaN over zero"),
+        ("effective_share", "DOUBLE", "problems_with_effective / n_problems"),
+        ("effective_share_ci_low", "DOUBLE"), ("effective_share_ci_high", "DOUBLE"),
+        ("effective_share_of_tested", "DOUBLE", "problems_with_effective / n_problems_with_tests; NaN over zero"),
+        _LEVEL,
+    ),
+    _table(
+        "problem_comparisons", "the plan's four comparisons on problem indicators (at least one misleading / "
+        "effective test): exact McNemar test and paired bootstrap",
+        _PLAN, ("comparison_id", "INTEGER"), _THINKING, ("role", "VARCHAR", "secondary | report-only"),
+        ("metric", "VARCHAR", "misleading_rate | effective_rate: the cell whose indicator is compared"),
+        ("condition_a", "VARCHAR"), ("condition_b", "VARCHAR"), ("subset", "VARCHAR", "all | truncation_matched"),
+        ("n_problems", "INTEGER", "problems paired (answered in both conditions)"),
+        ("n_problems_with_tests_a", "INTEGER"), ("n_problems_with_tests_b", "INTEGER"),
+        ("n_problems_with_tests_both", "INTEGER"),
+        ("problems_a", "INTEGER", "paired problems where condition_a has at least one test of the cell"),
+        ("problems_b", "INTEGER"), ("share_a", "DOUBLE", "problems_a / n_problems"), ("share_b", "DOUBLE"),
+        ("estimate", "DOUBLE", "share_a - share_b"), ("ci_low", "DOUBLE", "paired bootstrap percentile bound"),
+        ("ci_high", "DOUBLE"), _MC_SE_LOW, _MC_SE_HIGH,
+        ("discordant_a", "INTEGER", "problems with the cell in condition_a only"),
+        ("discordant_b", "INTEGER", "problems with the cell in condition_b only"),
+        ("mcnemar_p", "DOUBLE", "exact McNemar test: two-sided binomial test of discordant_a in the discordant pairs"),
+        ("alpha", "DOUBLE", "1 - level: the Bonferroni threshold of the four comparisons"),
+        ("excludes_zero", "BOOLEAN"), ("verdict", "VARCHAR"), _LEVEL, _N_BOOT, _SEED,
+        ("note", "VARCHAR", "why there is no estimate"),
+    ),
+    # ---------------------------------------------------------------- repetition (report-only, plan amendment)
+    _table(
+        "test_repeats", "per scored test: is its body an exact copy of an earlier test's in the same answer",
+        _CONDITION, _THINKING, _TASK, _IDX, ("test_id", "VARCHAR"), ("outcome", "VARCHAR"),
+        ("body_sha256", "VARCHAR", "sha256 of the test function's body, whitespace normalised, name left out; "
+                                   "NULL: body not found in the file"),
+        ("duplicate_of", "VARCHAR", "test_id of the first earlier test of the answer with the same body (and the "
+                                    "same parameters); NULL: none"),
+    ),
+    _table(
+        "answer_repeats", "per answer (test_generations; 0 tests included): repeated test bodies, and whether it was cut at the cap "
+        "while repeating",
+        _CONDITION, _THINKING, _TASK, _IDX, ("n_tests", "INTEGER"), ("n_distinct", "INTEGER", "tests not a copy"),
+        ("n_duplicates", "INTEGER", "tests whose duplicate_of is set"), ("finish_reason", "VARCHAR"),
+        ("tail_repeating", "BOOLEAN", "the answer's end repeats (digits masked): at most half of its last 30 lines "
+                                      "distinct, or its last 2,000 characters compress to 12 % or less"),
+        ("loop", "BOOLEAN", "cut at the cap (finish_reason = length) while repeating: duplicates or a repeating tail"),
+        ("n_misleading", "INTEGER"), ("n_effective", "INTEGER"),
+    ),
+    _table(
+        "repetition_rates", "per condition × thinking: the preregistered pooled rates, then the same with exact-copy "
+        "tests counted once, the share of the cell's events from its top problem, and what loops hold",
+        _PLAN, _CONDITION, _THINKING, ("n_tests", "INTEGER"), ("n_misleading", "INTEGER"), ("n_effective", "INTEGER"),
+        ("misleading_rate", "DOUBLE", "preregistered pooled rate (as condition_rates)"),
+        ("effective_rate", "DOUBLE", "preregistered pooled rate (as condition_rates)"),
+        ("n_tests_distinct", "INTEGER", "tests that are not an exact copy of an earlier one in their answer"),
+        ("n_misleading_distinct", "INTEGER"), ("n_effective_distinct", "INTEGER"),
+        ("misleading_rate_distinct", "DOUBLE", "exact copies counted once; NaN over zero"),
+        ("effective_rate_distinct", "DOUBLE", "exact copies counted once; NaN over zero"),
+        ("top_misleading_task", "VARCHAR", "the problem with the most misleading tests"),
+        ("top_misleading_n", "INTEGER"), ("top_misleading_share", "DOUBLE", "top_misleading_n / n_misleading"),
+        ("top_effective_task", "VARCHAR"), ("top_effective_n", "INTEGER"),
+        ("top_effective_share", "DOUBLE", "top_effective_n / n_effective"),
+        ("n_answers_with_tests", "INTEGER"), ("n_loop_answers", "INTEGER", "answers with scored tests cut at the cap while repeating"),
+        ("n_tests_in_loops", "INTEGER"), ("n_misleading_in_loops", "INTEGER"), ("n_effective_in_loops", "INTEGER"),
     ),
     _table(
         "reasoning_mentions", "per thinking-on answer: does its reasoning say the code is wrong?",
@@ -340,6 +423,7 @@ PER_MODEL_TABLES: tuple[str, ...] = (
     "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
     "reasoning_mentions", "reasoning_mention_matches", "reasoning_mention_summary", "spec_label_splits",
     "spec_labels", "spec_label_agreement", "mutation_scores", "mutant_kills", "tool_policy",
+    "problem_rates", "problem_comparisons", "test_repeats", "answer_repeats", "repetition_rates",
 )
 _MODEL = Column(MODEL_COLUMN, "VARCHAR", "the study's name of the model whose answers the row comes from (study.toml)")
 _SPECS = tuple(Table(t.name, t.description, (*t.columns, _MODEL)) if t.name in PER_MODEL_TABLES else t
@@ -395,6 +479,8 @@ _SPECS = (*_SPECS,
         ("mean_estimable", "BOOLEAN", "false also when a model has no test on the common problems"),
         ("pooled_n_zero_denominator", "INTEGER"), ("mean_n_zero_denominator", "INTEGER"),
         ("note", "VARCHAR", "why a row is not estimable"), _LEVEL, _N_BOOT, _SEED,
+        ("pooled_ci_low_mc_se", "DOUBLE", "Monte Carlo standard error of pooled_ci_low (batches of the replicates)"),
+        ("pooled_ci_high_mc_se", "DOUBLE"), ("mean_ci_low_mc_se", "DOUBLE"), ("mean_ci_high_mc_se", "DOUBLE"),
     ),
     _table(
         "model_sizes", "the size table: one family's models by parameter count, rates per condition",
@@ -422,6 +508,7 @@ _SPECS = (*_SPECS,
         ("n_tests_a", "INTEGER"), ("n_tests_b", "INTEGER"), ("n_cell_a", "INTEGER"), ("n_cell_b", "INTEGER"),
         ("n_zero_denominator", "INTEGER", "resamples where a side drew no test"),
         ("estimable", "BOOLEAN"), ("note", "VARCHAR", "why a row is not estimable"), _LEVEL, _N_BOOT, _SEED,
+        _MC_SE_LOW, _MC_SE_HIGH,
     ),
 )
 

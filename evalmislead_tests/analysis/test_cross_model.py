@@ -98,6 +98,7 @@ def test_pooled_and_mean_differ_by_hand(plan):
     assert b.pooled == pytest.approx(3 / 12) and b["mean"] == pytest.approx((0.2 + 0.5) / 2)
     assert (b.n_models, b.models, b.n_problems, b.n_tests_a) == (2, "a,b", 2, 12)
     assert b.estimable and b.mean_estimable and b.pooled_ci_low <= b.pooled <= b.pooled_ci_high
+    assert all(b[f"{how}_ci_{side}_mc_se"] >= 0 for how in ("pooled", "mean") for side in ("low", "high"))
     f = one(av, kind="rate", condition_a="fixed_code", thinking="off", metric="misleading_rate")
     assert f.pooled == pytest.approx(1 / 8) and f["mean"] == pytest.approx((0 + 0.25) / 2)
     d = one(av, kind="comparison", comparison_id=1, thinking="off")

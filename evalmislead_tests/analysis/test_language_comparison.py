@@ -30,6 +30,7 @@ def test_languages_are_paired_on_problem_idx_with_the_plans_bootstrap() -> None:
     assert (mis["language_a"], mis["language_b"], mis["n_problems"]) == ("python", "java", 2)
     assert mis["rate_a"] == 2 / 3 and mis["rate_b"] == 0 and mis["estimate"] == 2 / 3
     assert mis["ci_low"] <= mis["estimate"] <= mis["ci_high"] and mis["level"] == plan.level
+    assert mis["ci_low_mc_se"] >= 0 and mis["ci_high_mc_se"] >= 0  # each bound with its Monte Carlo error
     eff = df[df["metric"] == "effective_rate"].iloc[0]
     assert eff["rate_a"] == 1 / 3 and eff["rate_b"] == 1.0 and eff["n_tests_b"] == 2
     rest = df[df["metric"].isin(["line_coverage", "mutation_score"])]

@@ -147,3 +147,34 @@ def test_cohen_kappa_known_values():
     # 3 of 4 agree; chance agreement 0.5 -> kappa 0.5
     assert st.cohen_kappa(np.array([1, 1, 0, 0]), np.array([1, 0, 0, 0])) == pytest.approx(0.5)
     assert np.isnan(st.cohen_kappa(np.array([1, 1]), np.array([1, 1])))
+
+
+def test_bound_mc_se_is_the_spread_of_the_batch_bounds():
+    x = np.random.default_rng(0).normal(size=(1000, 2))
+    se_lo, se_hi = st.bound_mc_se(x, 0.9, n_batches=10)
+    per_batch = np.array([np.percentile(x[i * 100:(i + 1) * 100, 1], [5, 95]) for i in range(10)])
+    assert se_lo[1] == pytest.approx(per_batch[:, 0].std(ddof=1) / np.sqrt(10))
+    assert se_hi[1] == pytest.approx(per_batch[:, 1].std(ddof=1) / np.sqrt(10))
+    assert st.bound_mc_se(np.ones((1000, 1)), 0.9)[0][0] == 0.0  # identical replicates: no Monte Carlo error
+    assert np.isnan(st.bound_mc_se(np.ones((15, 1)), 0.9)[0][0])  # fewer than 2 per batch: not estimable
+
+
+def test_mc_se_of_the_bounds_shrinks_with_more_resamples():
+    na, da, nb, db = synthetic(n=80)
+    few = st.paired_difference(na, da, nb, db, n_boot=1_000, seed=3)
+    many = st.paired_difference(na, da, nb, db, n_boot=16_000, seed=3)
+    assert few.mc_se_low > 0 and few.mc_se_high > 0
+    # standard error ~ 1/sqrt(n_boot): 16 times the resamples, about a quarter of the error
+    assert 1.5 < few.mc_se_low / many.mc_se_low < 10 and 1.5 < few.mc_se_high / many.mc_se_high < 10
+    rates = st.rate_intervals(na, da, n_boot=2_000, seed=3)[0]
+    assert rates.mc_se_low > 0 and rates.mc_se_high > 0
+
+
+def test_report_says_when_the_last_digit_is_not_stable():
+    from evalmislead_assets.report.formatting import mc_se, mc_stability_note
+
+    assert "is stable" in mc_stability_note([0.0001, 0.0002], 10_000)
+    unstable = mc_stability_note([0.0001, 0.003], 10_000)
+    assert "not stable" in unstable and "0.30 points" in unstable and "10,000 resamples" in unstable
+    assert mc_stability_note([float("nan")], 10_000) == ""
+    assert mc_se(0.0021, 0.0035) == "0.21 / 0.35" and mc_se(None, 0.1) == "–"

@@ -49,7 +49,22 @@ def test_printed_sql_returns_the_table_and_the_section_says_not_defined():
     con.register("test_outcomes", OUTCOMES)
     direct = con.execute(TOOL_POLICY_SQL).df()
     mine = tool_policy(OUTCOMES)
-    pd.testing.assert_frame_equal(direct[mine.columns].astype(mine.dtypes.to_dict()), mine)
+    counts = [c for c in mine.columns if c in direct.columns]  # the intervals come from the same rows per problem
+    assert len(counts) == 14
+    pd.testing.assert_frame_equal(direct[counts].astype(mine[counts].dtypes.to_dict()), mine[counts])
     text = "\n".join(render({"tool_policy": mine}))
     assert "not defined (nothing kept)" in text and "1 / 1" in text and TOOL_POLICY_SQL in text
+    assert "by definition" in text and "not findings" in text
     assert "no rows" in "\n".join(render({"tool_policy": tool_policy(OUTCOMES.iloc[0:0])}))
+
+
+def test_kept_suite_composition_has_a_cluster_interval():
+    df = tool_policy(OUTCOMES, level=0.9875).set_index("condition")
+    b = df.loc["buggy_code"]  # kept: one misleading and one both-pass test, in problems 0 and 1
+    assert b.level == 0.9875
+    assert 0.0 < b.kept_misleading_ci_low < 0.5 < b.kept_misleading_ci_high < 1.0
+    assert b.kept_bug_revealing_ci_low == 0.0 and 0.0 < b.kept_bug_revealing_ci_high < 1.0
+    m = df.loc["model_spec"]  # nothing kept: no interval
+    assert math.isnan(m.kept_misleading_ci_low) and math.isnan(m.kept_bug_revealing_ci_high)
+    text = "\n".join(render({"tool_policy": tool_policy(OUTCOMES)}))
+    assert f"50.0 % [{100 * b.kept_misleading_ci_low:.1f}, {100 * b.kept_misleading_ci_high:.1f}]" in text

@@ -335,3 +335,26 @@ def test_the_judge_templates_code_version_hashes_the_file_spec_labels_reads(tmp_
         fh.write("\nOne more instruction.\n")
     changed = plan_code_version(template=f"{JUDGE_TEMPLATE}.md")
     assert changed != before and changed.rsplit("+", 1)[0] == before.rsplit("+", 1)[0]  # the plan part stays
+
+
+def test_problem_level_and_repetition_tables_from_stored_rows(wh):
+    from evalmislead_assets.analysis.problem_level import problem_comparisons
+
+    store_upstream(wh, modes=("off",))
+    res = materialize(with_stored([assets.problem_rates, assets.problem_comparisons, assets.repetition_rates]),
+                      resources=_resources(wh))
+    assert res.success
+    plan = load_plan(settings.analysis_plan_path())
+    stored = wh.read_table("problem_comparisons").sort_values("comparison_id").reset_index(drop=True)
+    direct, _ = problem_comparisons(wh.read_table("test_outcomes"), wh.read_table("test_generations"),
+                                    wh.read_table("generated_tests"), plan)
+    assert list(stored["comparison_id"]) == [1, 2, 3, 4]
+    for col in ("problems_a", "problems_b", "discordant_a", "discordant_b", "n_problems_with_tests_both"):
+        assert list(stored[col]) == list(direct[col])
+    np.testing.assert_allclose(stored["mcnemar_p"], direct["mcnemar_p"])
+    rates = wh.read_table("problem_rates")
+    assert set(rates["condition"]) == set(PROBS) and (rates["n_problems"] == 30).all()
+    assert len(wh.read_table("test_repeats")) == len(wh.read_table("test_outcomes"))
+    assert len(wh.read_table("answer_repeats")) == 90  # every answer, with or without tests
+    rep = wh.read_table("repetition_rates")
+    assert set(rep["condition"]) == set(PROBS) and rep["model_name"].notna().all()

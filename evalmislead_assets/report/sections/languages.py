@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalmislead_assets.report.formatting import ci, level_label, md_table, missing, pct, points
+from evalmislead_assets.report.formatting import ci, level_label, mc_se, md_table, missing, pct, points
 from evalmislead_assets.study.models import LANGUAGE_NAMES
 
 TITLE = "Languages side by side"
@@ -33,6 +33,7 @@ def _table(rows: pd.DataFrame) -> pd.DataFrame:
             "rate b": pct(r["rate_b"]) if ok else NOT_ESTIMABLE,
             "difference (points)": points(r["estimate"]) if ok else NOT_ESTIMABLE,
             "interval": ci(r["ci_low"], r["ci_high"]) if ok else (r["note"] or NOT_ESTIMABLE),
+            "MC error of the bounds (SE, points)": mc_se(r.get("ci_low_mc_se"), r.get("ci_high_mc_se")) if ok else "–",
             "excludes 0": ("yes" if r["excludes_zero"] else "no") if ok else "–",
             "paired problems": "–" if missing(r["n_problems"]) else int(r["n_problems"]),
             "tests a / b": "–" if missing(r["n_tests_a"]) else f"{int(r['n_tests_a'])} / {int(r['n_tests_b'])}",

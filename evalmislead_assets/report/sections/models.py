@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evalmislead_assets.analysis import cross_model
-from evalmislead_assets.report.formatting import ci, level_label, md_table, missing, pct, points, rate_with_ci
+from evalmislead_assets.report.formatting import ci, level_label, mc_se, md_table, missing, pct, points, rate_with_ci
 from evalmislead_assets.report.sections.replication_average import why_missing
 from evalmislead_assets.report.tables import comparison_table
 from evalmislead_assets.study.conditions import THINKING_MODES
@@ -96,6 +96,8 @@ def average_rows(avg: pd.DataFrame, thinking: str) -> pd.DataFrame:
             "tests": f"{x['n_tests_a']} / {x['n_tests_b']}" if is_comp else str(x["n_tests_a"]),
             "pooled": _value(x, "pooled", is_comp), "mean of models": _value(x, "mean", is_comp),
             "pooled excludes 0": _excludes(x, "pooled"), "mean excludes 0": _excludes(x, "mean"),
+            "MC error of the bounds, pooled / mean (SE, points)": " ; ".join(
+                mc_se(x.get(f"{how}_ci_low_mc_se"), x.get(f"{how}_ci_high_mc_se")) for how in ("pooled", "mean")),
             "note": x["note"] if isinstance(x["note"], str) else "",
         })
     return pd.DataFrame(rows)
