@@ -27,7 +27,8 @@ class ExecutionConfig(Config):
 def make_sandbox(config: ExecutionConfig, fan_out: bool = False) -> Sandbox:
     """The sandbox an asset runs its tests in: the local pool, or, for an asset that can ``fan_out`` and a study
     file with ``[execution] dask_scheduler``, the Dask cluster there (execution/dask_pool.py; docs/distributed.md).
-    On the cluster ``workers`` is the zygotes per task on a worker (empty: the worker host's CPUs)."""
+    On the cluster ``workers`` is the zygotes per task on a worker (empty: the worker host's CPUs over the worker's
+    threads)."""
     limits = Limits(timeout_s=config.timeout_s)
     if fan_out:
         execution = settings.execution_settings()

@@ -42,7 +42,8 @@ _clients_lock = threading.Lock()
 class DaskSandbox(Sandbox):
     """A sandbox whose batches run on the workers of the Dask scheduler at ``address``.
 
-    ``workers``: zygotes per task on a worker (None: the worker host's CPUs over the worker's threads).
+    ``workers``: zygotes per task on a worker (None: the worker host's CPUs over the worker's threads, so one a
+    task for a worker with a thread per CPU, ``dask worker``'s default: it runs that many tasks at a time).
     ``setting`` names where the address was set, for the one-line errors (e.g. "[execution] dask_scheduler in
     the study file study.toml")."""
 
@@ -77,7 +78,8 @@ class DaskSandbox(Sandbox):
         client = self._client()
         from evalmislead_assets.execution.dask_worker import Spec, on_worker  # the tasks' side (imports distributed)
 
-        groups = task_groups(files, self.answers_per_task, max(1, len(client.scheduler_info()["workers"])))
+        slots = sum(int(w.get("nthreads", 1)) for w in client.scheduler_info()["workers"].values())
+        groups = task_groups(files, self.answers_per_task, max(1, slots))
         spec = Spec(self.limits, self.task_workers, self.os_isolation, self.base_dir, self.static_scan)
         futures = [client.submit(on_worker, kind, [items[i] for i in group], spec, coverage, pure=False)
                    for group in groups]
@@ -153,8 +155,9 @@ def close_clients() -> None:
 
 def task_groups(files: Sequence[str], per_task: int, n_workers: int) -> list[list[int]]:
     """The item indices of each task: every item of one answer file (``files[i]``, its test source) in the same
-    task, at most ``per_task`` answer files a task, fewer when that leaves a worker idle (a small batch is split
-    so every worker gets a share); the answer files in order of first appearance."""
+    task, at most ``per_task`` answer files a task, fewer when that leaves one of the cluster's ``n_workers``
+    threads idle (a small batch is split so every thread gets a share); the answer files in order of first
+    appearance."""
     by_file: dict[str, list[int]] = {}
     for i, f in enumerate(files):
         by_file.setdefault(f, []).append(i)

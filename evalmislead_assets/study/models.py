@@ -30,7 +30,7 @@ An optional ``[execution]`` table says where the sandboxed test runs go (``parse
 
     [execution]
     dask_scheduler = "tcp://10.0.0.5:8786"  # test_outcomes sends its batches to this Dask cluster
-    answers_per_task = 8                     # answer files per Dask task (default DEFAULT_ANSWERS_PER_TASK)
+    answers_per_task = 4                     # answer files per Dask task (default DEFAULT_ANSWERS_PER_TASK)
 
 A study of one model keeps the asset keys unprefixed (``test_generations``); with several, each
 model's assets are prefixed with its key (``qwen2_5_coder_1_5b/test_generations``). Python keeps those keys;
@@ -64,9 +64,10 @@ LANGUAGE_NAMES = {"python": "Python", "java": "Java", "js": "JavaScript"}
 
 
 _EXECUTION_KEYS = ("dask_scheduler", "answers_per_task")
-# Answer files per Dask task: with the per-task overhead measured on a cluster of this machine's workers
-# (benchmarks/bench_dask_pool.py, docs/distributed.md) a task of this size spends under 5 % of its time on it.
-DEFAULT_ANSWERS_PER_TASK = 8
+# Answer files per Dask task. A task adds ~17 ms (benchmarks/bench_dask_pool.py: the round trip, pickling, the
+# hand-over to a warm zygote), ~2 % of one answer file's runs: four files keep it near 0.5 %, and tasks stay small
+# enough that the cluster's threads finish a batch together (docs/distributed.md).
+DEFAULT_ANSWERS_PER_TASK = 4
 
 
 class StudyError(ConfigError):

@@ -273,6 +273,43 @@ def test_the_test_outcomes_asset_sends_its_runs_to_the_study_files_cluster(
     assert _tasks_done(cluster) - before == 4  # 10 answer files, 3 a task: the runs went to the cluster
 
 
+@pytest.mark.slow
+def test_coverage_and_mutant_runs_on_the_cluster_match_the_local_pool(cluster: Cluster) -> None:
+    from evalmislead_assets.analysis.coverage import build_test_coverage
+    from evalmislead_assets.mutation import scoring
+    from evalmislead_assets.mutation.mutator import mutants
+
+    generated, problems = _answers(PROBLEMS[:4])
+    remote = DaskSandbox(cluster.address, workers=1, answers_per_task=1, setting="the test's cluster")
+    local = Sandbox(workers=2)
+    measured = ["task_id", "version", "n_tests_measured", "line_coverage", "branch_coverage"]
+    here = build_test_coverage(generated, problems.assign(entry_point=_entry_points(PROBLEMS[:4])), local)
+    there = build_test_coverage(generated, problems.assign(entry_point=_entry_points(PROBLEMS[:4])), remote)
+    assert here["n_tests_measured"].sum() > 0
+    assert there[measured].equals(here[measured])
+
+    files = []
+    for g, entry in zip(generated.itertuples(index=False), _entry_points(PROBLEMS[:4])):
+        fixed = problems.loc[g.task_id, "fixed_code"]
+        found = tuple((m.mutant_id, m.code) for m in mutants(fixed, entry, cap=4)[0])
+        files.append(scoring.TestFile(g.source, tuple(g.test_ids), fixed, found))
+    kills_here = scoring.run_kills(files, local, max_runs=None)
+    before, done = remote.tasks, _tasks_done(cluster)
+    kills_there = scoring.run_kills(files, remote, max_runs=None)
+    assert [f.killed_by for f in kills_there.files] == [f.killed_by for f in kills_here.files]
+    assert any(by is not None for f in kills_here.files for by in f.killed_by.values())
+    assert remote.tasks - before == len(files)  # the fixed runs: one task per answer file
+    # and the mutant runs, on the shorter limit's sandbox (with_limits): on the cluster too
+    assert _tasks_done(cluster) - done > len(files)
+
+
+def _entry_points(indices: list[int]) -> list[str]:
+    from evalmislead_assets.study.problems import DATA_FILE
+
+    rows = [json.loads(line) for line in open(DATA_FILE, encoding="utf-8")]
+    return [rows[i]["entry_point"] for i in indices]
+
+
 def _tasks_done(cluster: Cluster) -> int:
     """Tasks of the sandbox's worker function the scheduler has seen finish since the first call (which starts
     its task stream)."""
