@@ -82,6 +82,7 @@ class SandboxPlugin(WorkerPlugin):
     """Closes the worker's sandboxes (their waiting zygotes and folders) when the worker closes."""
 
     name = "evalmislead-sandbox"
+    idempotent = True  # a head that connects later leaves it as it is (re-registering would close the sandboxes)
 
     def teardown(self, worker: Any) -> None:
         close_sandboxes()

@@ -239,6 +239,25 @@ def test_the_cluster_gives_the_local_pools_rows(cluster: Cluster, local_rows: pd
         # (a lambda travels by value: naming a function of this module would import it, and pandas, there)
         loaded = client.run(lambda: sorted(m for m in ("dagster", "duckdb", "pandas") if m in sys.modules))
     assert set(map(tuple, loaded.values())) == {()}  # a worker runs the sandbox alone: no Dagster, no DuckDB
+    # each worker started its zygote once and kept it for every later task, also for a head that connects anew
+    # (where each run gets its own tmpfs, as on every host the project supports fully; else one a task)
+    started = _zygotes_started(cluster)
+    warm = sandbox.isolation.chain_namespaces
+    assert sorted(started.values()) == [1, 1] if warm else sum(started.values()) == sandbox.tasks
+    close_clients()
+    again = build_test_outcomes(*_answers(PROBLEMS), DaskSandbox(cluster.address, workers=1, answers_per_task=2))
+    assert _statuses(again) == _statuses(local_rows)
+    if warm:
+        assert _zygotes_started(cluster) == started
+
+
+def _zygotes_started(cluster: Cluster) -> dict[str, int]:
+    """Zygotes each worker's sandboxes have started so far."""
+    from distributed import Client
+
+    with Client(cluster.address, timeout=30, set_as_default=False) as client:
+        return client.run(lambda: sum(s.started for s in sys.modules[
+            "evalmislead_assets.execution.dask_worker"]._sandboxes.values()))
 
 
 @pytest.mark.slow
