@@ -29,7 +29,7 @@ Top level, the study's own settings: ``problems = "0-9,30"`` (or a list of numbe
 An optional ``[execution]`` table says where the sandboxed test runs go (``parse_execution``; docs/distributed.md)::
 
     [execution]
-    dask_scheduler = "tcp://10.0.0.5:8786"  # test_outcomes sends its batches to this Dask cluster
+    dask_scheduler = "tcp://10.0.0.5:8786"  # the sandbox's batches go to this Dask cluster
     answers_per_task = 4                     # answer files per Dask task (default DEFAULT_ANSWERS_PER_TASK)
 
 A study of one model keeps the asset keys unprefixed (``test_generations``); with several, each
