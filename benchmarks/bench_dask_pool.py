@@ -49,7 +49,8 @@ class Cluster:
         dask = str(Path(sys.executable).parent / "dask")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.file = Path(folder) / "scheduler.json"
-        self.logs = [open(Path(folder) / name, "wb") for name in ["scheduler.log", *[f"w{k}.log" for k in range(n)]]]
+        self.logs = [open(Path(folder) / name, "wb")  # noqa: SIM115 (open while the processes run; closed by stop)
+                     for name in ["scheduler.log", *[f"w{k}.log" for k in range(n)]]]
         self.procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                         "--scheduler-file", str(self.file)], stdout=self.logs[0],
                                        stderr=subprocess.STDOUT, env=env, cwd=folder)]

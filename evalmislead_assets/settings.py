@@ -254,7 +254,7 @@ def study_setting(name: str) -> object:
         return None
 
 
-def execution_settings() -> "ExecutionSettings":
+def execution_settings() -> ExecutionSettings:
     """The study file's ``[execution]`` table (where the sandboxed test runs go); the defaults when absent.
 
     A malformed table is one line naming the key (the study's own loader says the same)."""
