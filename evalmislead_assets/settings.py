@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalmislead_assets.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evalmislead_assets.study.models import ExecutionSettings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -277,6 +281,20 @@ def study_setting(name: str) -> object:
         return tomllib.loads(study_text()).get(name)
     except (OSError, tomllib.TOMLDecodeError):
         return None
+
+
+def execution_settings() -> ExecutionSettings:
+    """The study file's ``[execution]`` table (where the sandboxed test runs go); the defaults when absent.
+
+    A malformed table is one line naming the key (the study's own loader says the same)."""
+    from evalmislead_assets.study.models import parse_execution
+
+    return parse_execution(study_setting("execution"), str(study_path()))
+
+
+def dask_scheduler_source() -> str:
+    """Where ``dask_scheduler`` is set, for messages: the study file and its key."""
+    return f"[execution] dask_scheduler in the study file {study_path()}"
 
 
 def _url_list(name: str) -> list[str]:

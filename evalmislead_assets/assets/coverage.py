@@ -28,7 +28,7 @@ def test_coverage(
     if generated.empty:
         context.log.warning(f"generated_tests has no files with tests for {condition}|{thinking}")
     problems = problems.set_index("task_id")
-    sandbox = make_sandbox(config)
+    sandbox = make_sandbox(config, fan_out=True)  # [execution] dask_scheduler: the runs go to that cluster
     start = time.monotonic()
     df = coverage_analysis.build_test_coverage(generated, problems, sandbox)
     wall = time.monotonic() - start

@@ -95,7 +95,7 @@ def test_outcomes(
     generated = generated_tests  # this partition's rows (the IO manager filters them)
     if generated.empty:
         context.log.warning(f"generated_tests has no rows for {condition}|{thinking}; materialize it first")
-    sandbox = make_sandbox(config)
+    sandbox = make_sandbox(config, fan_out=True)  # [execution] dask_scheduler: the runs go to that cluster
     start = time.monotonic()
     df = build_test_outcomes(generated, problems.set_index("task_id"), sandbox)
     wall = time.monotonic() - start

@@ -80,7 +80,7 @@ def mutation_scores(
     without = sorted(set(generated["task_id"]) - set(muts["task_id"]))
     if without:
         context.log.warning(f"{len(without)} problems have no stored mutants (materialize mutants): {without[:10]}")
-    sandbox = make_sandbox(config)
+    sandbox = make_sandbox(config, fan_out=True)  # [execution] dask_scheduler: the runs go to that cluster
     max_runs = config.max_runs_per_file or settings.max_mutation_runs_per_file()
     start = time.monotonic()
     scores, kills, run = build_scores(generated, muts, problems, sandbox, config.mutant_timeout_s,

@@ -24,9 +24,21 @@ class ExecutionConfig(Config):
     timeout_s: float = Field(default=TEST_TIMEOUT_S, gt=0, description="Seconds per test and version.")
 
 
-def make_sandbox(config: ExecutionConfig) -> Sandbox:
+def make_sandbox(config: ExecutionConfig, fan_out: bool = False) -> Sandbox:
+    """The sandbox an asset runs its tests in: the local pool, or, for an asset that can ``fan_out`` and a study
+    file with ``[execution] dask_scheduler``, the Dask cluster there (execution/dask_pool.py; docs/distributed.md).
+    On the cluster ``workers`` is the zygotes per task on a worker (empty: the worker host's CPUs over the worker's
+    threads)."""
+    limits = Limits(timeout_s=config.timeout_s)
+    if fan_out:
+        execution = settings.execution_settings()
+        if execution.dask_scheduler:
+            from evalmislead_assets.execution.dask_pool import DaskSandbox  # imports distributed when first used
+
+            return DaskSandbox(execution.dask_scheduler, limits, workers=config.workers,
+                               answers_per_task=execution.answers_per_task, setting=settings.dask_scheduler_source())
     workers = config.workers if config.workers is not None else settings.sandbox_workers()
-    return Sandbox(Limits(timeout_s=config.timeout_s), workers=workers)
+    return Sandbox(limits, workers=workers)
 
 
 def warn_if_degraded(context: AssetExecutionContext, sandbox: Sandbox) -> None:

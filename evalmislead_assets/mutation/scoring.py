@@ -171,8 +171,7 @@ def run_kills(files: Sequence[TestFile], sandbox: Sandbox, mutant_timeout_s: flo
                              fixed_seconds={t: r.seconds for t, r in zip(f.test_ids, ran)},
                              timeouts_not_kills={m: 0 for m, _ in f.mutants}))
     short_limits = dataclasses.replace(sandbox.limits, timeout_s=min(mutant_timeout_s, sandbox.limits.timeout_s))
-    short = type(sandbox)(short_limits, workers=sandbox.workers, os_isolation=sandbox.os_isolation,
-                          base_dir=sandbox.base_dir)  # type(sandbox): a test's scripted sandbox stays scripted
+    short = sandbox.with_limits(short_limits)  # a test's scripted sandbox stays scripted, a cluster's stays on it
     # phase 1: every mutant against the first passing test; phase 2: survivors against the rest
     first = [(i, mid, code, fk.mutant_tests[:1]) for i, (f, fk) in enumerate(zip(files, out))
              for mid, code in f.mutants if fk.mutant_tests]

@@ -153,6 +153,10 @@ class Sandbox:
         self.isolation: Isolation | None = None
         self._lock = threading.Lock()
 
+    def with_limits(self, limits: Limits) -> Sandbox:
+        """This sandbox with other limits (a mutant run's shorter time limit); a subclass stays itself."""
+        return type(self)(limits, workers=self.workers, os_isolation=self.os_isolation, base_dir=self.base_dir)
+
     def collect(self, modules: Sequence[Module]) -> list[Collected]:
         """Test ids of each module as pytest names them ('test_x', 'TestA::test_b', 'test_p[1-2]')."""
         results = self._execute([("collect", m, None) for m in modules])
@@ -204,7 +208,7 @@ class Sandbox:
         if missing:  # every test process is filtered (kernel_state.py): never run one without
             raise SandboxUnavailable(missing)
         try:
-            root = tempfile.mkdtemp(prefix="evalmislead-sandbox-", dir=self.base_dir)
+            root = tempfile.mkdtemp(prefix="evalmislead-sandbox-", dir=self._batch_parent())
         except OSError as exc:
             raise SandboxUnavailable(f"the test sandbox cannot make its folder ({exc.strerror or exc})"
                                      f"{_space_note(self.base_dir)}; nothing was recorded for this batch") from None
@@ -252,6 +256,8 @@ class Sandbox:
                start_errors: list[str] | None = None) -> None:
         zygote: ZygoteProcess | None = None
         failures = 0
+        zroot = self._zygote_root(root)
+        prefix = "" if zroot == root else os.path.relpath(root, zroot)  # the batch folder as the zygote names it
         try:
             while True:
                 try:
@@ -259,13 +265,16 @@ class Sandbox:
                 except queue.Empty:
                     return
                 kind, module, test_ids = ops[i]
-                request = {"op": kind, "dir": dirs[module], "test_ids": test_ids}
+                request = {"op": kind, "dir": os.path.join(prefix, dirs[module]) if prefix else dirs[module],
+                           "test_ids": test_ids}
                 if coverage:
                     request["coverage"] = True
                 if zygote is None:
+                    zygote = self._idle_zygote(limits, coverage)
+                if zygote is None:
                     for attempt in range(_START_ATTEMPTS):
                         try:
-                            zygote = start_zygote(root, limits, self.os_isolation)
+                            zygote = start_zygote(zroot, limits, self.os_isolation)
                             break
                         except RuntimeError as exc:
                             last = str(exc)
@@ -290,7 +299,25 @@ class Sandbox:
                         _drain(work)
         finally:
             if zygote is not None:
-                zygote.close()
+                self._release_zygote(zygote, limits, coverage)
+
+    # The zygotes' life: here one batch (each starts in the batch folder and is closed after it); WarmSandbox
+    # keeps them between batches.
+    def _batch_parent(self) -> str | None:
+        """The folder the batch folder is made in."""
+        return self.base_dir
+
+    def _zygote_root(self, batch_root: str) -> str:
+        """The folder a zygote of this batch is started in (its root)."""
+        return batch_root
+
+    def _idle_zygote(self, limits: Limits, coverage: bool) -> ZygoteProcess | None:
+        """A running zygote left by an earlier batch, or None: start one."""
+        return None
+
+    def _release_zygote(self, zygote: ZygoteProcess, limits: Limits, coverage: bool) -> None:
+        """A zygote whose batch has no more work for it."""
+        zygote.close()
 
     def host_limits(self) -> Limits:
         """The limits the chains get: ``self.limits`` fitted under this process's hard limits (a warning, once per
@@ -321,6 +348,78 @@ class Sandbox:
                 why = "; ".join(iso.notes) or "not available"
                 log.warning("sandbox: running without %s (%s); time, memory, file, process and "
                             "output limits still apply", ", ".join(missing), why)
+
+
+class WarmSandbox(Sandbox):
+    """A sandbox whose zygotes serve batch after batch (a long-lived process, e.g. a Dask worker, that runs many
+    small batches): each batch's folder is made inside one folder that stays (``home``), the zygotes are started
+    there, and a zygote that is still running when its batch ends waits for the next batch with the same limits
+    (and the same coverage setting: a zygote that loaded coverage.py serves only coverage batches).
+
+    Only where each run sees nothing of that folder but its own module (``chain_namespaces``: a fresh tmpfs over
+    the folder in every chain, so nothing a test writes outlives its run): once a zygote reports less, every later
+    batch runs as in ``Sandbox``, in a folder of its own with zygotes of its own. ``close()`` ends the waiting
+    zygotes and removes the folder."""
+
+    def __init__(self, limits: Limits | None = None, workers: int | None = None,
+                 os_isolation: bool = True, base_dir: str | None = None, static_scan: bool = True) -> None:
+        super().__init__(limits, workers=workers, os_isolation=os_isolation, base_dir=base_dir,
+                         static_scan=static_scan)
+        self.home: str | None = None
+        self._idle: dict[tuple[Limits, bool], list[ZygoteProcess]] = {}
+        self.started = 0  # zygotes started (a measure of how warm the batches ran)
+
+    def _warm(self) -> bool:
+        """Whether batches share the zygotes: until a zygote reports no per-run tmpfs."""
+        return self.isolation is None or self.isolation.chain_namespaces
+
+    def _batch_parent(self) -> str | None:
+        with self._lock:
+            if not self._warm():
+                return self.base_dir
+            if self.home is None:
+                home = tempfile.mkdtemp(prefix="evalmislead-warm-", dir=self.base_dir)
+                os.chmod(home, 0o755)
+                _write_modules(home, [])  # what a zygote's root holds: empty/, w/, tmp/, warm/, pytest.ini
+                self.home = home
+            return self.home
+
+    def _zygote_root(self, batch_root: str) -> str:
+        home = self.home
+        return home if home is not None and os.path.dirname(batch_root) == home else batch_root
+
+    def _idle_zygote(self, limits: Limits, coverage: bool) -> ZygoteProcess | None:
+        if not self._warm():  # this batch has a folder of its own; the waiting zygotes serve only the home's
+            return None
+        with self._lock:
+            idle = self._idle.get((limits, coverage), [])
+            while idle:
+                zygote = idle.pop()
+                if zygote.proc.poll() is None:
+                    return zygote
+                zygote.close()
+        return None
+
+    def _release_zygote(self, zygote: ZygoteProcess, limits: Limits, coverage: bool) -> None:
+        if zygote.proc.poll() is None and zygote.ready.get("isolation", {}).get("chain_namespaces") and self._warm():
+            with self._lock:
+                self._idle.setdefault((limits, coverage), []).append(zygote)
+            return
+        zygote.close()
+
+    def _note_isolation(self, iso: Isolation) -> None:
+        self.started += 1
+        super()._note_isolation(iso)
+
+    def close(self) -> None:
+        with self._lock:
+            idle = [z for zs in self._idle.values() for z in zs]
+            self._idle.clear()
+            home, self.home = self.home, None
+        for zygote in idle:
+            zygote.close()
+        if home:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 def _drain(work: queue.Queue[int]) -> None:

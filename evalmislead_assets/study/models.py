@@ -26,6 +26,12 @@ Top level, the study's own settings: ``problems = "0-9,30"`` (or a list of numbe
 ``evalmislead run --problems`` override it), and ``languages = ["python", "java", "js"]`` (default
 ``["python"]``): the HumanEvalPack splits the study runs (issue 29; docs/languages.md).
 
+An optional ``[execution]`` table says where the sandboxed test runs go (``parse_execution``; docs/distributed.md)::
+
+    [execution]
+    dask_scheduler = "tcp://10.0.0.5:8786"  # the sandbox's batches go to this Dask cluster
+    answers_per_task = 4                     # answer files per Dask task (default DEFAULT_ANSWERS_PER_TASK)
+
 A study of one model keeps the asset keys unprefixed (``test_generations``); with several, each
 model's assets are prefixed with its key (``qwen2_5_coder_1_5b/test_generations``). Python keeps those keys;
 every other language's assets carry the language inside the model's prefix (``java/test_generations``,
@@ -55,6 +61,13 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 LANGUAGES: tuple[str, ...] = ("python", "java", "js")
 DEFAULT_LANGUAGE = "python"
 LANGUAGE_NAMES = {"python": "Python", "java": "Java", "js": "JavaScript"}
+
+
+_EXECUTION_KEYS = ("dask_scheduler", "answers_per_task")
+# Answer files per Dask task. A task adds ~17 ms (benchmarks/bench_dask_pool.py: the round trip, pickling, the
+# hand-over to a warm zygote), ~2 % of one answer file's runs: four files keep it near 0.5 %, and tasks stay small
+# enough that the cluster's threads finish a batch together (docs/distributed.md).
+DEFAULT_ANSWERS_PER_TASK = 4
 
 
 class StudyError(ConfigError):
@@ -259,9 +272,11 @@ def parse_study(text: str, source: str, bundled_names: Iterable[str]) -> Study:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise StudyError(f"{source} is not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - {"models", "problems", "languages"})
+    unknown = sorted(set(data) - {"models", "problems", "languages", "execution"})
     if unknown:
-        raise StudyError(f"{source}: unknown top-level key(s) {unknown}; allowed: models, problems, languages")
+        raise StudyError(f"{source}: unknown top-level key(s) {unknown}; allowed: models, problems, languages, "
+                         "execution")
+    parse_execution(data.get("execution"), source)
     languages = parse_languages(data.get("languages", [DEFAULT_LANGUAGE]), source)
     problems = data.get("problems")
     if problems is not None and not (isinstance(problems, str) or (
@@ -291,6 +306,34 @@ def parse_languages(raw: Any, source: str) -> tuple[str, ...]:
         raise StudyError(f"{source}: languages = {raw!r} must include \"python\" (the study's own chain; "
                          f"allowed: {allowed})")
     return tuple(raw)
+
+
+@dataclass(frozen=True)
+class ExecutionSettings:
+    """The study file's ``[execution]`` table: ``dask_scheduler`` ("" = the local pool, as without the table)
+    and the answer files per Dask task."""
+
+    dask_scheduler: str = ""
+    answers_per_task: int = DEFAULT_ANSWERS_PER_TASK
+
+
+def parse_execution(raw: Any, source: str) -> ExecutionSettings:
+    """``[execution]`` of the study file (None: absent); one line naming the key when a value is wrong."""
+    if raw is None:
+        return ExecutionSettings()
+    if not isinstance(raw, dict):
+        raise StudyError(f"{source}: execution must be a table ([execution] with dask_scheduler = \"tcp://host:8786\")")
+    unknown = sorted(set(raw) - set(_EXECUTION_KEYS))
+    if unknown:
+        raise StudyError(f"{source} [execution]: unknown key(s) {unknown}; allowed: {', '.join(_EXECUTION_KEYS)}")
+    address = raw.get("dask_scheduler", "")
+    if not isinstance(address, str) or (address and not re.match(r"^(tcp|tls|ws|wss|inproc)://\S+$", address)):
+        raise StudyError(f"{source} [execution]: dask_scheduler = {address!r} must be a Dask scheduler address like "
+                         "\"tcp://10.0.0.5:8786\" (or leave it out to run the tests on this machine)")
+    per_task = raw.get("answers_per_task", DEFAULT_ANSWERS_PER_TASK)
+    if not isinstance(per_task, int) or isinstance(per_task, bool) or per_task < 1:
+        raise StudyError(f"{source} [execution]: answers_per_task = {per_task!r} must be a whole number of at least 1")
+    return ExecutionSettings(address, per_task)
 
 
 def _check_unique(models: Iterable[ModelSpec], source: str) -> None:
