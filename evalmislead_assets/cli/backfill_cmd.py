@@ -90,7 +90,7 @@ def refuse_thinking(mode: str, models: str) -> None:
     refused in one line, as `evalmislead run` refuses it (the study file's line or the bundled model's default)."""
     from evalmislead_assets import study_models
 
-    study = study_models.study()
+    study = study_models.check()  # read now: this process's environment, not a study cached earlier
     wanted = {m.strip() for m in models.split(",") if m.strip()}
     for model in study.models:
         if not wanted or model.name in wanted or model.key in wanted:

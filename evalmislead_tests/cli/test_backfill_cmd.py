@@ -40,10 +40,11 @@ def webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterServi
     reads the same settings as the webserver."""
     base = tmp_path_factory.mktemp("backfill_cmd")
     env = {"EVALMISLEAD_DB": str(base / "study.duckdb"), "EVALMISLEAD_LLM_URL": "http://127.0.0.1:9"}
-    with pytest.MonkeyPatch.context() as mp, dagster_services(base, env, daemon=False) as svc:
+    with pytest.MonkeyPatch.context() as mp:
         for name, value in env.items():
             mp.setenv(name, value)
-        yield svc
+        with dagster_services(base, env, daemon=False) as svc:
+            yield svc
 
 
 def test_a_model_that_cannot_think_is_refused_before_anything_launches(
@@ -149,11 +150,12 @@ def two_model_webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Da
     base = tmp_path_factory.mktemp("backfill_two_models")
     (base / "study.toml").write_text(TWO_MODELS)
     env = {"EVALMISLEAD_DB": str(base / "study.duckdb"), "EVALMISLEAD_STUDY": str(base / "study.toml")}
-    with pytest.MonkeyPatch.context() as mp, dagster_services(base, env, daemon=False) as svc:
+    with pytest.MonkeyPatch.context() as mp:
         for name, value in env.items():
             mp.setenv(name, value)
-        mp.delenv("EVALMISLEAD_LLM_URL", raising=False)
-        yield svc
+        mp.delenv("EVALMISLEAD_LLM_URL", raising=False)  # the one-model fixture's, still set for its module
+        with dagster_services(base, env, daemon=False) as svc:
+            yield svc
 
 
 def test_backfill_of_one_models_thinking_on(
