@@ -1,5 +1,5 @@
 """Each stage of the first command at full size: wall time, CPU time and peak memory, and the total against
-issue 25's target (the first command ends within 20 minutes on 2 quiet cores, after the one-time build).
+the target (the first command ends within 20 minutes on 2 quiet cores, after the one-time build).
 
 The recorded full run of the 1.5B (the bundled answer pack) is imported into a scratch data folder, then every
 stage `evalmislead run --replay` runs is materialized on its own with `dagster asset materialize`, one process

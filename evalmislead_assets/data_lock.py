@@ -1,5 +1,5 @@
 """One writer per data folder and DuckDB file, on every route: `evalmislead run`, `dagster asset
-materialize`, UI runs and backfills (issue 27, item 5), so no request is sent twice for one cache key.
+materialize`, UI runs and backfills, so no request is sent twice for one cache key.
 
 The locks are POSIX record locks (``fcntl.lockf``) on small files:
 

@@ -1,4 +1,4 @@
-"""Record the full run's answers (issue 25): generation only, problem block by problem block.
+"""Record the full run's answers: generation only, problem block by problem block.
 
     nice -n 19 .venv/bin/python scripts/record_answers.py [--study studies/full-1.5b.toml]
         [--home data/record-1.5b] [--block 8] [--conditions ...] [--pack DIR]

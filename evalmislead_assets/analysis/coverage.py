@@ -1,4 +1,4 @@
-"""The test_coverage table (issue 12): coverage of the function under test by each generated test file.
+"""The test_coverage table: coverage of the function under test by each generated test file.
 
 Every test of a file with collected tests runs again, against the buggy and the fixed version,
 in the same sandbox as test_outcomes but with coverage on (``Sandbox.run(coverage=True)``).

@@ -1,4 +1,4 @@
-"""One model's languages side by side (issue 29): the language_comparisons table.
+"""One model's languages side by side: the language_comparisons table.
 
 For each pair of the study's languages (in the study file's order: a before b), thinking mode and condition:
 the problems both languages answered (the same ``problem_idx``: HumanEvalPack's problems are the same 164 in

@@ -23,7 +23,7 @@ UPSTREAM = {
         "condition", "thinking", "task_id", "problem_idx", "n_tests", "import_ok", "error",
         "source IS NOT NULL AS has_code", "verified"]}),
 }
-CODE_VERSION = "analysis-4"  # issue 10: zero-test rules, matched thinking-on comparisons; issue 26: verified rates; issue 27: provenance
+CODE_VERSION = "analysis-4"  # covers: zero-test rules, matched thinking-on comparisons, verified rates, provenance
 
 
 def study_plan() -> Plan:

@@ -1,4 +1,4 @@
-"""The cross-language assets (issue 29): ``language_comparisons`` (every model's languages side by side, paired
+"""The cross-language assets: ``language_comparisons`` (every model's languages side by side, paired
 on problem_idx) and ``languages_report`` (the report section as its own file, report/languages.md and .html).
 
 Built only for a study of several languages (definitions.py). Each reads every model's test_outcomes and

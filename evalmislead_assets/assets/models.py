@@ -1,4 +1,4 @@
-"""The cross-model assets (issue 19): every model's rates and comparisons side by side, the paper-style
+"""The cross-model assets: every model's rates and comparisons side by side, the paper-style
 average over the study's models, the size table, and the models report.
 
 Each reads every model's test_outcomes, test_generations and generated_tests through the IO manager (one

@@ -67,12 +67,12 @@ def problem_validation(context: AssetExecutionContext, problems: pd.DataFrame) -
 
 @asset_check(asset=problem_validation, description="Every buggy version fails the dataset's oracle.")
 def all_buggy_fail(warehouse: WarehouseResource) -> AssetCheckResult:
-    df = warehouse.get().read_table("problem_validation", where={"language": "python"})  # not Java/JS (issue 29)
+    df = warehouse.get().read_table("problem_validation", where={"language": "python"})  # not Java/JS
     bad = df[df["buggy_passed"]]["task_id"].tolist()
     return AssetCheckResult(passed=not bad, metadata={"buggy_passing": MetadataValue.json(bad), "checked": len(df)})
 
 @asset_check(asset=problem_validation, description="Every fixed version passes the dataset's oracle.")
 def all_fixed_pass(warehouse: WarehouseResource) -> AssetCheckResult:
-    df = warehouse.get().read_table("problem_validation", where={"language": "python"})  # not Java/JS (issue 29)
+    df = warehouse.get().read_table("problem_validation", where={"language": "python"})  # not Java/JS
     bad = df[~df["fixed_passed"]]["task_id"].tolist()
     return AssetCheckResult(passed=not bad, metadata={"fixed_failing": MetadataValue.json(bad), "checked": len(df)})

@@ -7,7 +7,7 @@ same way. Plain Python (no Dagster); the assets are in ``assets/execution.py``.
 Text that comes from a model's answer or from running it (the source, a collection error, a test's
 failure message) may hold a lone surrogate (``assert x, "\ud800"``): those columns stay plain Python
 strings (``text_column``), which the warehouse escapes and records in ``storage_repairs`` on write;
-pandas' Arrow string dtype would refuse them outright and stop the partition (issue 26, item 2).
+pandas' Arrow string dtype would refuse them outright and stop the partition.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def rates_table(rates: pd.DataFrame, thinking: str) -> pd.DataFrame:
 
 
 def made_with_table(rates: pd.DataFrame) -> pd.DataFrame:
-    """What made each condition's answers (issue 27): template hash, the model the server answered as, the
+    """What made each condition's answers: template hash, the model the server answered as, the
     output cap, the problem count, and why a cell's rates are not estimable when its rows mix them."""
     if rates.empty or "template_sha256" not in rates:
         return pd.DataFrame()

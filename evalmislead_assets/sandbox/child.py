@@ -165,7 +165,7 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
         after_import = _entries(workdir)
         import_state = ImportSnapshot.take(workdir)
         by_id = dict(zip(ids, items or []))
-        probe = None  # coverage_measure.Probe, built on the first request that asks for coverage
+        probe = None  # coverage_probe.Probe, built on the first request that asks for coverage
         reader = os.fdopen(ctrl_r, "rb", buffering=0)
         buf = b""
         while True:

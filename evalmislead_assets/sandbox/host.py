@@ -78,7 +78,7 @@ from evalmislead_assets.sandbox.limits import (MAX_ID_CHARS, MAX_TESTS, TEST_TIM
 
 MODULE_UNDER_TEST = "solution"  # tests import the code under test as `from solution import f`
 TEST_FILE = "test_generated.py"
-STATUSES = ("passed", "failed", "error", "timeout", "crashed", "tampered")  # "tampered": see sandbox_tamper/_guard
+STATUSES = ("passed", "failed", "error", "timeout", "crashed", "tampered")  # "tampered": see tamper_scan.py and guard.py
 
 log = logging.getLogger(__name__)
 _ZYGOTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote.py")
@@ -167,7 +167,7 @@ class Sandbox:
 
         Requests for the same module are served by one module process (one import and
         collection) that forks a fresh child per test. With ``coverage``, each test process
-        also records which arcs of solution.py it executed (Ran.coverage; coverage_measure).
+        also records which arcs of solution.py it executed (Ran.coverage; coverage_probe.py).
         """
         groups: dict[Module, list[int]] = {}
         out: list[Ran | None] = [None] * len(requests)

@@ -1,4 +1,4 @@
-"""The verified subset: the Python a test file may use for the runner to vouch for its verdict (issue 26).
+"""The verified subset: the Python a test file may use for the runner to vouch for its verdict.
 
 The runner's other defences (the static scan in tamper_scan.py, the audit hook and harness fingerprint in
 guard.py) are block lists: each closes routes that were found, and every release of Python and pytest adds
@@ -80,7 +80,7 @@ BLOCKED_ATTRIBUTES = frozenset({
     # the interpreter
     "modules", "meta_path", "settrace", "setprofile", "addaudithook",
 })
-_OWN_INSTANCE_OK = frozenset({"config", "session"})  # a test class's own settings on self/cls (issue 26 item 1)
+_OWN_INSTANCE_OK = frozenset({"config", "session"})  # a test class's own settings on self/cls
 ALLOWED_FIXTURES = frozenset({"capsys", "capfd", "capsysbinary", "capfdbinary", "recwarn", "caplog", "subtests"})
 _STRING_CONDITION_MARKS = frozenset({"skipif", "xfail"})
 

@@ -103,7 +103,7 @@ class ZygotePlugin:
         self.collect_failures: list[Any] = []
         self.reports: list[Any] = []
         self.children: set[int] = set()
-        self.pristine: Any = None  # sandbox_guard.harness_guard, taken after the warm-up
+        self.pristine: Any = None  # guard.harness_guard, taken after the warm-up
         self.guard: Any = None  # the same, set in a test process
         self.config: Any = None
         self.filters: Any = None  # kernel_state.Filters, built before any test code exists

@@ -248,7 +248,7 @@ class Warehouse:
         return len(df)
 
     def name_unnamed_rows(self, model_name: str) -> dict[str, int]:
-        """Give rows without a model (written before models were data, issue 19) ``model_name``, in one
+        """Give rows without a model (from a DuckDB file written before rows named their model) ``model_name``, in one
         transaction; returns the rows named per table (nothing when every row has its model)."""
         counts = {}
         with self.read_connection() as con:

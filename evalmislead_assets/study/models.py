@@ -24,7 +24,7 @@ Plain data (no Dagster). The file lists one ``[[models]]`` table per model::
 
 Top level, the study's own settings: ``problems = "0-9,30"`` (or a list of numbers; EVALMISLEAD_PROBLEMS and
 ``evalmislead run --problems`` override it), and ``languages = ["python", "java", "js"]`` (default
-``["python"]``): the HumanEvalPack splits the study runs (issue 29; docs/languages.md).
+``["python"]``): the HumanEvalPack splits the study runs (docs/languages.md).
 
 A study of one model keeps the asset keys unprefixed (``test_generations``); with several, each
 model's assets are prefixed with its key (``qwen2_5_coder_1_5b/test_generations``). Python keeps those keys;

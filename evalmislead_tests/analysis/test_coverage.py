@@ -1,4 +1,4 @@
-"""Coverage of the function under test (issue 12): measured in the real sandbox, united per file and
+"""Coverage of the function under test: measured in the real sandbox, united per file and
 version, banded, and reported with SQL that recomputes every number."""
 
 from __future__ import annotations

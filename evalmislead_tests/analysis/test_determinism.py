@@ -1,4 +1,4 @@
-"""The determinism probe (issue 10): sampling, cache bypass, shares, sensitivity, report section."""
+"""The determinism probe: sampling, cache bypass, shares, sensitivity, report section."""
 
 import json
 from datetime import datetime

@@ -124,7 +124,7 @@ def test_condition_rates_and_bootstrap_from_stored_rows(wh):
 
 
 def test_condition_rates_asset_counts_only_files_with_code_as_unimportable(wh):
-    """Issue 10: answers without code are not unimportable files; one-version collection is counted."""
+    """Answers without code are not unimportable files; one-version collection is counted."""
     from evalmislead_assets.execution.collection import merge
     from evalmislead_assets.sandbox.host import Collected
 

@@ -1,5 +1,5 @@
-"""Collected test ids that are not scored: ids collected on one version only (issue 17, item 4) and tests
-past the per-answer cap (issue 15, item 12), from extraction through the real sandbox to the report section."""
+"""Collected test ids that are not scored: ids collected on one version only and tests
+past the per-answer cap, from extraction through the real sandbox to the report section."""
 
 from __future__ import annotations
 

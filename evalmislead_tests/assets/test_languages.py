@@ -1,4 +1,4 @@
-"""Issue 29: a study of Python, JavaScript and Java through real Dagster runs against a fake server.
+"""A study of Python, JavaScript and Java through real Dagster runs against a fake server.
 
 The fake server answers each prompt as its language asks (a pytest, node:test or JUnit 5 file) with one test
 that asserts the bug (misleading) and one that asserts the fix (effective); the real extraction, runners and

@@ -1,4 +1,4 @@
-"""report/models.md from a real Dagster run of the cross-model assets (issue 27), on stored rows of three models.
+"""report/models.md from a real Dagster run of the cross-model assets, on stored rows of three models.
 
 The rows are chosen so that every way the report went wrong shows: a mean difference that is 0 in every
 resample (float noise of 3.7e-17 read as "excludes 0"), a condition's rate row over more problems than the

@@ -63,7 +63,7 @@ def test_launches_exactly_the_thinking_on_partitions(webserver: DagsterServices,
 
 def test_assets_option_limits_the_selection(webserver: DagsterServices, capsys: pytest.CaptureFixture[str]) -> None:
     # model_spec|off reads model_specs [off], which is neither materialized nor in the backfill: one line,
-    # nothing launched (issue 28)
+    # nothing launched
     assert main(["backfill", "--thinking", "off", "--assets", "test_generations", "--url", webserver.url,
                  "--no-wait"]) == 2
     captured = capsys.readouterr()
@@ -112,7 +112,7 @@ def test_client_asset_selection_with_partition_names(webserver: DagsterServices)
         assert client.backfill_runs(backfill_id) == []  # nothing runs without the daemon
 
 
-# ---------------------------------------------------------------- a study of two models (issue 19)
+# ---------------------------------------------------------------- a study of two models
 
 TWO_MODELS = (
     '[[models]]\nname = "alpha"\nurls = ["http://127.0.0.1:9"]\n\n'

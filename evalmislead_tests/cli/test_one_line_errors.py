@@ -1,4 +1,4 @@
-"""One true line, exit 2, through the real CLI (issue 27, item 7): a truncated or damaged DuckDB file (it
+"""One true line, exit 2, through the real CLI: a truncated or damaged DuckDB file (it
 keeps its header), a DAGSTER_HOME the Dagster instance cannot use, a nearly full TMPDIR."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`evalmislead run` with an LLM server that is down: one line before anything runs, no stack trace (issue 28).
+"""`evalmislead run` with an LLM server that is down: one line before anything runs, no stack trace.
 
 Before, the run validated the 164 problems (about 20 s), then the spec step found the server down and
 printed its error twice with a Dagster stack trace each time (75 lines) before the run's own line.

@@ -151,7 +151,7 @@ def test_reads_during_writes_see_whole_partitions(db: Path, capsys: pytest.Captu
     assert final["n"][0] == 60
 
 
-# ---------------------------------------------------------------- read-only for real (issue 15, item 7)
+# ---------------------------------------------------------------- read-only for real
 
 
 @pytest.mark.parametrize(("make_query", "message"), [
@@ -194,7 +194,7 @@ def test_reading_statements_run(db: Path, query: str, capsys: pytest.CaptureFixt
     assert json.loads(capsys.readouterr().out)
 
 
-# ---------------------------------------------------------------- interactive session (issue 18)
+# ---------------------------------------------------------------- interactive session
 
 
 def _session(db: Path, stdin: str, *extra: str) -> subprocess.CompletedProcess:

@@ -1,11 +1,11 @@
-"""Two real models in one study (issue 19): each answers through its own embedded llama-server, both models'
+"""Two real models in one study: each answers through its own embedded llama-server, both models'
 rows sit side by side in one DuckDB file, the cross-model assets average them, and re-materializing one
 model leaves the other's rows byte-identical.
 
 Each model runs the whole chain `evalmislead run` runs (run_study's lists: specs, the generation chain with
 coverage and mutation scores, every analysis asset, spec_labels among them, and the report), then the
-cross-model assets: issue 27 found that the multi-asset spec_labels failed for every prefixed model, which a
-chain without it did not see."""
+cross-model assets: the multi-asset spec_labels must run for every prefixed model, which a chain without it
+would not check."""
 
 from __future__ import annotations
 

@@ -100,8 +100,8 @@ SURROGATE_ANSWERS = [  # the answer text as the model wrote it: escapes that mak
 
 
 def test_lone_surrogates_in_messages_output_and_collection_errors_are_stored_escaped(tmp_path) -> None:
-    """Issue 26, item 2: one answer whose run produced a lone surrogate used to stop the partition
-    (pandas' Arrow strings refuse it: UnicodeEncodeError); now its text stays as it came, the warehouse
+    """One answer whose run produces a lone surrogate does not stop the partition (pandas' Arrow strings
+    would refuse it: UnicodeEncodeError): its text stays as it came, the warehouse
     writes it escaped and records the repair, and the scores are plain pytest's (its print passes)."""
     from evalmislead_assets.sandbox.host import Limits, Sandbox
     from evalmislead_assets.store.database import Warehouse
@@ -139,7 +139,7 @@ def test_lone_surrogates_in_messages_output_and_collection_errors_are_stored_esc
 
 
 def test_a_file_outside_the_verified_subset_is_still_run_and_scored_with_its_reason(tmp_path) -> None:
-    """Issue 26: the flag is the file's, set before it runs; an unverified file's tests are scored as any."""
+    """The flag is the file's, set before it runs; an unverified file's tests are scored as any."""
     from evalmislead_assets.sandbox.host import Limits, Sandbox
     from evalmislead_assets.store.database import Warehouse
 

@@ -1,4 +1,4 @@
-"""The reproduction package's README, provenance and `evalmislead verify` (issue 28).
+"""The reproduction package's README, provenance and `evalmislead verify`.
 
 The package had no README, no verify command, an absolute source_db, no git commit, model sha256 or
 environment lock, and the llama.cpp build as "b0-unknown". Here a package is exported through the real

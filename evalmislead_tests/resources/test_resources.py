@@ -13,7 +13,7 @@ from evalmislead_assets.store.database import Warehouse
 
 
 class FakeEmbedded:
-    """Stands in for server.EmbeddedServer: records starts and stops, starts nothing."""
+    """Stands in for llm.llama_server.EmbeddedServer: records starts and stops, starts nothing."""
 
     started: list["FakeEmbedded"] = []
 

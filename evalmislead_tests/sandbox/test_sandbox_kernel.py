@@ -1,4 +1,4 @@
-"""Issue 26, kernel state: the seccomp filters (real libseccomp, loaded in forked processes), the per-test
+"""Kernel state: the seccomp filters (real libseccomp, loaded in forked processes), the per-test
 namespaces and keyring, the import-time file snapshot, and the one-line refusal without libseccomp.
 
 The hostile corpus files for each class (hostile/kernel_*.py) run through the whole sandbox, as root and as

@@ -1,4 +1,4 @@
-"""Everything is checked before the first request (issue 15, item 4): one line naming the fix, rc 2."""
+"""Everything is checked before the first request: one line naming the fix, rc 2."""
 
 from __future__ import annotations
 

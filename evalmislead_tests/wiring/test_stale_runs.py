@@ -1,4 +1,4 @@
-"""A killed run does not block its partition for good (issue 15, item 5).
+"""A killed run does not block its partition for good.
 
 A real Dagster run executed in its own process (as `evalmislead run` and `dagster asset materialize`
 run them; the project's dagster.yaml) is SIGKILLed mid-step: it stays STARTED with its partition tag.
