@@ -74,9 +74,6 @@ def holder(path: Path) -> str:
     return "pid unknown (it is just starting)"
 
 
-def held_here(path: Path) -> bool:
-    return Path(path) in _HELD
-
 
 def scope_lock(db: Path, partition: str) -> Path:
     """The lock file of one partition key of the DuckDB file (``*`` for a run of unpartitioned assets)."""

@@ -20,6 +20,7 @@ with the same condition x thinking partitions; rows carry ``language``. With sev
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from types import ModuleType
 
 from dagster import (
@@ -66,7 +67,7 @@ def _with_column_schema(spec: AssetSpec) -> AssetSpec:
     return spec.merge_attributes(metadata=column_schema_metadata(table)) if table in schema.TABLES else spec
 
 
-def _naming(model: ModelSpec, group: str | None):  # noqa: ANN202
+def _naming(model: ModelSpec, group: str | None):
     """The model's name in each spec's metadata and tags; its own group when the study has several."""
     def name(spec: AssetSpec) -> AssetSpec:
         spec = spec.merge_attributes(metadata={MODEL_METADATA: model.name}, tags={"evalmislead/model": model.key})
@@ -74,8 +75,10 @@ def _naming(model: ModelSpec, group: str | None):  # noqa: ANN202
     return name
 
 
-def _finish(loaded: Sequence[object], model: ModelSpec | None = None, group: str | None = None) -> list[AssetsDefinition]:
-    out = []
+def _finish(loaded: Sequence[object], model: ModelSpec | None = None, group: str | None = None) -> list[Any]:
+    """The loaded assets with their column schemas (and, for a model's, its name and group); other definitions as
+    they are."""
+    out: list[Any] = []
     for a in loaded:
         if isinstance(a, AssetsDefinition):
             a = a.map_asset_specs(_with_column_schema)

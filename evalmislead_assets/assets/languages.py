@@ -38,7 +38,7 @@ def build(study: Study) -> list[AssetsDefinition]:
                        "a minus b with the paired bootstrap over the problems both answered (98.75 %); coverage "
                        "and mutation not estimable for Java and JavaScript, with why.")
     def language_comparisons(context: AssetExecutionContext,
-                             **inputs: pd.DataFrame):  # noqa: ANN201 (MaterializeResult with a value)
+                             **inputs: pd.DataFrame):  # MaterializeResult with a value
         plan = study_plan()
         frames = []
         for m in study.models:

@@ -28,7 +28,7 @@ TABLES = ("test_outcomes", "test_generations", "generated_tests")
 def _columns(table: str) -> list[str]:
     if table == "test_outcomes":
         return [*OUTCOME_COLUMNS, MODEL_COLUMN]
-    return [*UPSTREAM[table].metadata["columns"], MODEL_COLUMN]
+    return [*(UPSTREAM[table].metadata or {})["columns"], MODEL_COLUMN]
 
 
 def _ins(study: Study) -> dict[str, AssetIn]:

@@ -19,7 +19,7 @@ from pydantic import Field
 from evalmislead_assets import settings
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.study import problems as problem_data
-from evalmislead_assets.execution import oracle_validation as validation
+from evalmislead_assets.execution import oracle_validation
 from evalmislead_assets.resources import WarehouseResource
 
 
@@ -53,7 +53,7 @@ def problems(context: AssetExecutionContext, config: ProblemsConfig) -> Output[p
 )
 def problem_validation(context: AssetExecutionContext, problems: pd.DataFrame) -> Output[pd.DataFrame]:
     start = time.monotonic()
-    result = validation.validate(problems)
+    result = oracle_validation.validate(problems)
     wall = time.monotonic() - start
     excluded = result[~result["valid"]]
     context.log.info(f"validated {len(result)} problems in {wall:.1f} s; {len(excluded)} excluded")

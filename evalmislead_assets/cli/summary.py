@@ -71,7 +71,8 @@ def worked_example(wh: Warehouse, models: list[str] | None = None) -> list[str]:
         "JOIN generated_tests g ON g.model_name IS NOT DISTINCT FROM o.model_name AND g.condition = o.condition "
         "AND g.thinking = o.thinking AND g.task_id = o.task_id JOIN problems p ON p.task_id = o.task_id "
         + ("WHERE list_contains(?, coalesce(o.model_name, ?)) " if order else "")
-        + "ORDER BY coalesce(o.language, 'python') <> 'python', o.outcome <> 'misleading', o.condition <> 'buggy_code', o.task_id <> 'Python/30', "
+        + "ORDER BY coalesce(o.language, 'python') <> 'python', o.outcome <> 'misleading', "
+        + "o.condition <> 'buggy_code', o.task_id <> 'Python/30', "
         + ("list_position(?, coalesce(o.model_name, ?)), " if order else "")
         + "o.thinking, o.task_id, o.test_id LIMIT 1",
         [order, unnamed, order, unnamed] if order else [], read_only=True)
@@ -133,7 +134,7 @@ def summary_lines(
     stage the run left out (mutation in a replay) and how to run it."""
     wh = Warehouse(db)
     out: list[str] = ["", llm_calls_line(db, since, failed=failed)]
-    names = models or [None]
+    names: list[str | None] = list(models) if models else [None]
     for name in names:
         clause, params = ("", []) if name is None else study_models.model_filter_sql(name)
         where = f" WHERE {clause}" if clause else ""
@@ -169,7 +170,7 @@ def probe_lines(wh: Warehouse, models: list[str] | None = None) -> list[str]:
     if not wh.table_exists("determinism_probe"):
         return []
     out = []
-    for name in models or [None]:
+    for name in (list(models) if models else [None]):
         clause, params = ("", []) if name is None else study_models.model_filter_sql(name)
         probe = wh.query_df(f"SELECT * FROM determinism_probe{' WHERE ' + clause if clause else ''}", params,
                             read_only=True)

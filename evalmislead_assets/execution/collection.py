@@ -20,8 +20,9 @@ versions are scored (``test_ids``, fixed order); the others are kept in ``one_ve
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import pandas as pd
 
@@ -60,7 +61,7 @@ def stored_test_ids(value: object) -> list[str]:
             "run `.venv/bin/python -m evalmislead_assets.store.schema --migrate DB_FILE` once")
     if value is None or (not hasattr(value, "__len__") and pd.isna(value)):
         return []
-    return [str(t) for t in value]  # type: ignore[union-attr]
+    return [str(t) for t in cast(Iterable[object], value)]
 
 
 def is_one_version_error(error: object) -> bool:

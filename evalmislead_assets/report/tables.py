@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import re
 
+from typing import Any
+
 import pandas as pd
 
 from evalmislead_assets.store.values import is_missing
@@ -83,7 +85,7 @@ def truncation_table(rates: pd.DataFrame) -> pd.DataFrame:
     } for _, x in rates.iterrows()])
 
 
-def _int(v: object) -> int:
+def _int(v: Any) -> int:
     return 0 if missing(v) else int(v)
 
 
@@ -130,7 +132,7 @@ def test_body(source: str | None, test_id: str) -> str | None:
     return None
 
 
-def example_section(data) -> list[str]:  # noqa: ANN001 (data: report.ReportData)
+def example_section(data) -> list[str]:  # data: report.ReportData
     p = data.example_problem
     if not p:
         return ["_No executed tests are stored yet._"]
@@ -166,7 +168,7 @@ def example_section(data) -> list[str]:  # noqa: ANN001 (data: report.ReportData
     return out
 
 
-def spec_section(data) -> list[str]:  # noqa: ANN001
+def spec_section(data) -> list[str]:
     lab = data.spec_labels
     if lab.empty:
         return ["_No spec labels stored (materialize `spec_labels`)._"]
@@ -218,7 +220,7 @@ def _matcher_note(rm: pd.DataFrame) -> str:
             "no-mention group, so the count above is, if anything, low.")
 
 
-def mentions_section(data) -> list[str]:  # noqa: ANN001
+def mentions_section(data) -> list[str]:
     s = data.reasoning_mention_summary
     if s.empty or data.reasoning_mentions.empty:
         return ["_No reasoning-mention rows (needs thinking-on `buggy_code` answers)._"]

@@ -206,7 +206,7 @@ class WarehouseIOManager(ConfigurableIOManager):
             raise TypeError(f"{context.asset_key.to_user_string()}: the warehouse IO manager stores DataFrames, "
                             f"got {type(obj).__name__}")
         table = context.asset_key.path[-1]
-        wheres: Optional[list[dict[str, str]]] = None
+        wheres: Optional[list[dict[str, Any]]] = None
         fill: Optional[dict[str, str]] = None
         if context.has_asset_partitions:
             metadata = context.definition_metadata or {}
@@ -231,7 +231,8 @@ class WarehouseIOManager(ConfigurableIOManager):
         table = context.asset_key.path[-1]
         metadata = context.definition_metadata or {}
         columns: Sequence[str] = metadata.get("columns") or table_columns(table)
-        clause, params = "", []
+        clause: str = ""
+        params: list[Any] = []
         # a partitioned step reads the upstream partitions mapped to its own; an unpartitioned one reads all
         if context.has_asset_partitions and context.has_partition_key:
             upstream_meta = (context.upstream_output.definition_metadata

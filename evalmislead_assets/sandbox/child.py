@@ -242,7 +242,7 @@ def _set_up(plugin: ZygotePlugin, workdir: str, uid: int | None, fds: list[int])
 
 
 def _entries(top: str) -> set[str]:
-    found = set()
+    found: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(top):
         found.update(os.path.join(dirpath, n) for n in dirnames + filenames)
     return found
@@ -326,10 +326,10 @@ def _test_child(plugin: ZygotePlugin, item: Any, nonce: str, rep_w: int, ctrl_r:
 
 
 def coverage_hooks() -> Any:
-    """coverage_measure, imported only when a request asks for coverage (the normal path never loads it)."""
-    from evalmislead_assets.sandbox import coverage_probe as coverage_measure
+    """coverage_probe, imported only when a request asks for coverage (the normal path never loads it)."""
+    from evalmislead_assets.sandbox import coverage_probe
 
-    return coverage_measure
+    return coverage_probe
 
 
 def _collect(plugin: ZygotePlugin, session: Any, moddir: str) -> tuple[list[Any] | None, str | None]:

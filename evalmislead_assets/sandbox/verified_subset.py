@@ -232,7 +232,7 @@ def _call(node: ast.Call) -> str | None:
     if isinstance(func, ast.Attribute) and func.attr == "usefixtures":
         for arg in node.args:
             if isinstance(arg, ast.Constant) and arg.value not in ALLOWED_FIXTURES:
-                return f"uses the fixture {arg.value}"
+                return f"uses the fixture {arg.value!s}"
     return None
 
 

@@ -299,14 +299,6 @@ def _check_unique(models: Iterable[ModelSpec], source: str) -> None:
         seen[m.key] = m.name
 
 
-def load_study(path: Path, bundled_names: Iterable[str]) -> Study:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise StudyError(f"study file {path} cannot be read ({exc.strerror or exc}); point EVALMISLEAD_STUDY at a "
-                         "study.toml or unset it") from None
-    return parse_study(text, str(path), bundled_names)
-
 
 def select(study: Study, names: Iterable[str], bundled_defaults: Mapping[str, ModelSpec]) -> Study:
     """The study narrowed (and ordered) to ``names``: models of the file, or bundled models by name."""

@@ -210,7 +210,7 @@ def test_report_section_without_rows_shows_no_numbers(frames: dict) -> None:
 
 
 @pytest.mark.slow
-def test_asset_materializes_one_partition(seeded_warehouse) -> None:  # noqa: ANN001
+def test_asset_materializes_one_partition(seeded_warehouse) -> None:
     from dagster import DagsterInstance, materialize
 
     from evalmislead_assets.assets import coverage as coverage_assets

@@ -239,7 +239,7 @@ def test_a_failing_judge_server_fails_spec_labels_instead_of_storing_null_labels
     assert not res.asset_materializations_for_node("spec_labels")
 
 
-def _materialized(res, node: str) -> dict[str, dict]:  # noqa: ANN001
+def _materialized(res, node: str) -> dict[str, dict]:
     return {m.asset_key.to_user_string(): m.metadata for m in res.asset_materializations_for_node(node)}
 
 

@@ -43,7 +43,7 @@ STUDY = {
 }
 
 
-def _seed(wh) -> None:  # noqa: ANN001
+def _seed(wh) -> None:
     outcomes, gens, gt = [], [], []
     for model, cells in STUDY.items():
         for (cond, thinking), probs in cells.items():

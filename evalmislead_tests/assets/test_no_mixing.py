@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 from dagster import DagsterInstance, materialize
 
 from evalmislead_assets import settings

@@ -21,7 +21,7 @@ TASKS = ["Python/2", "Python/30"]
 
 
 @pytest.fixture
-def study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     path = tmp_path / "study.toml"
     path.write_text('[[models]]\nname = "coder"\nbundled = "qwen2.5-coder-1.5b"\nslots = 1\nmax_tokens_off = 4096\n')
     monkeypatch.setenv("EVALMISLEAD_STUDY", str(path))

@@ -94,7 +94,8 @@ def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def _hold_write_lock(db: Path, seconds: float) -> subprocess.Popen:
-    code = f"import duckdb, sys, time; c = duckdb.connect({str(db)!r}); print('locked', flush=True); time.sleep({seconds}); c.close()"
+    code = (f"import duckdb, sys, time; c = duckdb.connect({str(db)!r}); print('locked', flush=True); "
+            f"time.sleep({seconds}); c.close()")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "locked"
     return proc
@@ -167,7 +168,7 @@ def test_reads_during_writes_see_whole_partitions(db: Path, capsys: pytest.Captu
     (lambda t: f"select * from read_csv('{t / 'other.csv'}')", "no file or network access"),
 ])
 def test_writes_files_and_external_access_are_refused(
-    db: Path, tmp_path: Path, make_query, message: str, capsys: pytest.CaptureFixture[str],  # noqa: ANN001
+    db: Path, tmp_path: Path, make_query, message: str, capsys: pytest.CaptureFixture[str],
 ) -> None:
     other = Warehouse(tmp_path / "other.duckdb")
     other.append_rows("test_outcomes", pd.DataFrame({"condition": ["x"], "test_id": ["kept"]}))

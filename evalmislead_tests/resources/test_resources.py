@@ -69,7 +69,7 @@ def _defs(db: str, shared: bool) -> Definitions:
 
 
 @pytest.fixture
-def fake_server(monkeypatch):  # noqa: ANN201
+def fake_server(monkeypatch):
     monkeypatch.delenv("EVALMISLEAD_LLM_URL", raising=False)
     monkeypatch.setattr(embedded_module, "EmbeddedServer", FakeEmbedded)
     FakeEmbedded.started = []

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from evalmislead_assets import data_lock
 from evalmislead_tests.fake_llm_server import FakeLLMServer
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

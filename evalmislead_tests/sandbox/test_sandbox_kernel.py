@@ -43,7 +43,7 @@ def _in_child(body: Callable[[], dict]) -> dict:
         try:
             os.close(r)
             os.write(w, json.dumps(body()).encode())
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        except BaseException as exc:  # reported to the parent
             os.write(w, json.dumps({"error": repr(exc)}).encode())
         finally:
             os._exit(0)

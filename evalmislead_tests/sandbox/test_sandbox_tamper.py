@@ -59,7 +59,8 @@ def test_the_dead_main_block_is_the_only_part_skipped() -> None:
 @pytest.mark.parametrize("snippet,why", [
     ("import _pytest.runner", "_pytest"), ("from pluggy import HookimplMarker", "pluggy"),
     ("def test_a(request):\n    request.config.pluginmanager", "pluginmanager"), ("pytest_plugins = ['x']", "pytest_plugins"),
-    ("def pytest_pyfunc_call(pyfuncitem):\n    return True", "hook pytest_pyfunc_call"), ("import sys\nsys._getframe()", "_getframe"),
+    ("def pytest_pyfunc_call(pyfuncitem):\n    return True", "hook pytest_pyfunc_call"),
+    ("import sys\nsys._getframe()", "_getframe"),
     ("import inspect", "inspect"), ("import ctypes", "ctypes"), ("import gc", "gc"),
     ("import os\nos.write(123, b'x')", "os.write"), ("open('/proc/self/mem')", "/proc/"),
     ("x = eval('1')", "eval"), ("getattr(object, name)", "computed name"), ("import pytest\npytest.Session", "pytest.Session"),

@@ -187,7 +187,7 @@ def test_review_error_names_the_file_line_not_the_record_number(env: Path) -> No
 # ---------------------------------------------------------------- in a Dagster run, and in the CLI
 
 
-def _materialize_counting_steps():  # noqa: ANN202
+def _materialize_counting_steps():
     """Materialize one asset through the project's IO manager; also return how often its step body ran."""
     ran: list[int] = []
 

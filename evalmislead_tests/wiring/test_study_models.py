@@ -43,7 +43,7 @@ def _study(path: Path, text: str, monkeypatch: pytest.MonkeyPatch) -> Study:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_study():  # noqa: ANN202
+def _fresh_study():
     study_models.reset()
     yield
     study_models.reset()
