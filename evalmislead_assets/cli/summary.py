@@ -16,7 +16,7 @@ import pandas as pd
 
 from evalmislead_assets import study_models
 from evalmislead_assets.analysis.determinism import summarize as summarize_probe
-from evalmislead_assets.report.formatting import NOT_ESTIMABLE, ci, missing, pct, points
+from evalmislead_assets.report.formatting import NOT_ESTIMABLE, ci, level_label, missing, pct, points
 from evalmislead_assets.report.tables import test_body
 from evalmislead_assets.store.database import Warehouse
 
@@ -28,6 +28,12 @@ def rate_text(count: Any, n_tests: Any, rate: Any, lo: Any = None, hi: Any = Non
     if not missing(lo) and not missing(hi):
         text += f" {ci(lo, hi, as_points=False)}"
     return text
+
+
+def _level(rates: pd.DataFrame) -> str:
+    """The stored interval level with a trailing space ("98.75 % "), or "" where no row stores one."""
+    levels = rates["level"].dropna() if "level" in rates.columns else pd.Series(dtype=float)
+    return f"{level_label(float(levels.iloc[0]))} " if len(levels) else ""
 
 
 def rates_table(rates: pd.DataFrame) -> pd.DataFrame:
@@ -143,8 +149,8 @@ def summary_lines(
             rates = wh.query_df(f"SELECT * FROM condition_rates{where} ORDER BY thinking, condition", params,
                                 read_only=True)
             if len(rates):
-                out += ["", f"Per condition{head} (rate = cell / all tests of the condition; 98.75 % bootstrap "
-                        "interval):", rates_table(rates).to_string(index=False)]
+                out += ["", f"Per condition{head} (rate = cell / all tests of the condition; {_level(rates)}"
+                        "cluster-adjusted Wilson interval):", rates_table(rates).to_string(index=False)]
         if wh.table_exists("bootstrap_comparisons"):
             comp = wh.query_df(f"SELECT * FROM bootstrap_comparisons{where} ORDER BY thinking, comparison_id",
                                params, read_only=True)
