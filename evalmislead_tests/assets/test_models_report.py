@@ -94,6 +94,7 @@ def _statements(md: str) -> list[tuple[str, str, str]]:
 WHY = {"no rows", "no common problem", "0 tests: not estimable", "not defined: a model has 0 tests"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_models_report_prints_what_its_sql_returns(seeded_warehouse, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from dagster import DagsterInstance, materialize
 
 from evalmislead_assets import settings
@@ -48,6 +49,7 @@ def _problems(wh: Warehouse, condition: str) -> list[int]:
     return df["problem_idx"].tolist()
 
 
+@pytest.mark.slow
 def test_a_slice_rerun_keeps_the_partitions_other_problems_and_says_so(seeded_warehouse, monkeypatch) -> None:
     wh = seeded_warehouse
     with FakeLLMServer() as fake:
@@ -78,6 +80,7 @@ def _analysis_inputs(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
     return outcomes, gens, gt
 
 
+@pytest.mark.slow
 def test_an_edited_template_never_yields_a_comparison_across_prompt_versions(seeded_warehouse, monkeypatch,
                                                                                tmp_path) -> None:
     wh = seeded_warehouse

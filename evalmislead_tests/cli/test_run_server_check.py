@@ -39,6 +39,7 @@ def _env(tmp_path: Path, url: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_a_server_that_is_down_is_one_line_before_any_step(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{_free_port()}"
     proc = subprocess.run([sys.executable, "-m", "evalmislead_assets.cli", "run", "--conditions", "buggy_code"],

@@ -132,6 +132,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_reads_during_writes_see_whole_partitions(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A writer replaces one partition 60 times while we read it: every read succeeds and sees one whole write."""
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(db), "60"], stdout=subprocess.PIPE, text=True)
@@ -203,6 +204,7 @@ def _session(db: Path, stdin: str, *extra: str) -> subprocess.CompletedProcess:
                           input=stdin, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_no_query_opens_the_duckdb_cli_on_a_read_only_snapshot(db: Path) -> None:
     from evalmislead_assets.cli.sql_session import find_duckdb_cli
 

@@ -48,6 +48,7 @@ def scored(problems_df: pd.DataFrame, tmp_path_factory: pytest.TempPathFactory) 
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", corpus.FILES)
 def test_the_runner_scores_each_honest_file_as_plain_pytest(scored: dict[str, Any], name: str) -> None:
     for version, got in scored[name].items():
@@ -57,6 +58,7 @@ def test_the_runner_scores_each_honest_file_as_plain_pytest(scored: dict[str, An
         assert list(got["runner"]) == list(got["plain"]) and got["runner"]
 
 
+@pytest.mark.slow
 def test_the_corpus_separates_the_versions_and_fails_on_both(scored: dict[str, Any]) -> None:
     """Not vacuous: every file has a test whose cell depends on the version, and the subtest files a
     test wrong on both versions, which must land in both_fail, not both_pass."""
