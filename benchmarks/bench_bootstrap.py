@@ -40,7 +40,7 @@ def ours(d: dict[str, np.ndarray], n_boot: int, level: float) -> list[tuple[floa
     return res
 
 
-def diff_of_pooled(a_num, a_den, b_num, b_den, axis=-1):  # noqa: ANN001, ANN201
+def diff_of_pooled(a_num, a_den, b_num, b_den, axis=-1):
     return a_num.sum(axis) / a_den.sum(axis) - b_num.sum(axis) / b_den.sum(axis)
 
 
@@ -56,7 +56,7 @@ def scipy_version(d: dict[str, np.ndarray], n_boot: int, level: float) -> list[t
     return res
 
 
-def best_of(fn, repeats: int) -> tuple[float, object]:  # noqa: ANN001
+def best_of(fn, repeats: int) -> tuple[float, object]:
     times, out = [], None
     for _ in range(repeats):
         t0 = time.perf_counter()

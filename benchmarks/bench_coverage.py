@@ -21,11 +21,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _corpus import children_cpu, corpus, drop_endless, version_runs  # noqa: E402
+from _corpus import children_cpu, corpus, drop_endless, version_runs
 
-from evalmislead_assets.sandbox import coverage_probe as cm  # noqa: E402
-from evalmislead_assets.sandbox.host import Limits, Module, Sandbox  # noqa: E402
-from evalmislead_assets.settings import parse_problem_list  # noqa: E402
+from evalmislead_assets.sandbox import coverage_probe as cm
+from evalmislead_assets.sandbox.host import Limits, Module, Sandbox
+from evalmislead_assets.settings import parse_problem_list
 
 
 def main() -> None:

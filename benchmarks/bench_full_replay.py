@@ -1,5 +1,5 @@
 """Each stage of the first command at full size: wall time, CPU time and peak memory, and the total against
-issue 25's target (the first command ends within 20 minutes on 2 quiet cores, after the one-time build).
+the target (the first command ends within 20 minutes on 2 quiet cores, after the one-time build).
 
 The recorded full run of the 1.5B (the bundled answer pack) is imported into a scratch data folder, then every
 stage `evalmislead run --replay` runs is materialized on its own with `dagster asset materialize`, one process
@@ -96,8 +96,8 @@ def main() -> int:
         t = totals[name]
         t[0], t[1], t[2] = t[0] + wall, t[1] + cpu, max(t[2], peak)
     startup = totals.pop("startup")
-    print(f"\nper stage over {len(conditions)} conditions x {len(plan.problems)} problems (each process also paid Dagster's start, "
-          f"{startup[0]:.1f} s wall measured alone):")
+    print(f"\nper stage over {len(conditions)} conditions x {len(plan.problems)} problems "
+          f"(each process also paid Dagster's start, {startup[0]:.1f} s wall measured alone):")
     for name, (wall, cpu, peak) in totals.items():
         print(f"  {name:44} wall {wall:7.1f} s  CPU {cpu:7.1f} s  peak {peak:6.0f} MiB")
     wall = sum(t[0] for t in totals.values())

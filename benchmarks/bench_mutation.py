@@ -27,12 +27,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _corpus import children_cpu, corpus, dataset_rows, run_naive  # noqa: E402
+from _corpus import children_cpu, corpus, dataset_rows, run_naive
 
-from evalmislead_assets.mutation import mutator as mutation  # noqa: E402
-from evalmislead_assets.mutation import scoring as ms  # noqa: E402
-from evalmislead_assets.sandbox.host import Limits, Module, Sandbox  # noqa: E402
-from evalmislead_assets.settings import DEFAULT_MAX_MUTATION_RUNS_PER_FILE, parse_problem_list  # noqa: E402
+from evalmislead_assets.mutation import mutator as mutation
+from evalmislead_assets.mutation import scoring as ms
+from evalmislead_assets.sandbox.host import Limits, Module, Sandbox
+from evalmislead_assets.settings import DEFAULT_MAX_MUTATION_RUNS_PER_FILE, parse_problem_list
 
 PRIMARY_FILES = 3
 HOUR_S = 3600.0
@@ -78,7 +78,7 @@ def main() -> None:
     fixed_req = [(Module(fx, src), t) for fx, src, ids, _ in cases for t in ids]
     passing = {(m.tests, t) for (m, t), r in zip(fixed_req, probe.run(fixed_req)) if r.status == "passed"}
     keys, requests = [], []
-    for f, (fx, src, ids, muts) in enumerate(cases):
+    for f, (_fx, src, ids, muts) in enumerate(cases):
         for mid, code in muts:
             for t in ids:
                 if (src, t) in passing:

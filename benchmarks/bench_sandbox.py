@@ -6,9 +6,9 @@ Corpus (_corpus.py, shared with bench_coverage and bench_mutation): for each Hum
 in the range, the dataset's own check() asserts become one test function each, the shape of a
 generated test file (`from solution import f` then `def test_k(): assert f(...) == ...`); every
 fourth problem also gets them as one parametrized test and as a test class, so that ids like
-`test_p[3]` and `TestF::test_k` are in the corpus. Every test id runs against the buggy and the fixed version (a "run"). Both runners use the same
-files, the same scrubbed environment and the same worker count; the naive runner starts a
-fresh interpreter and pytest per run (`python -m pytest FILE::ID`, installed plugins loading as
+`test_p[3]` and `TestF::test_k` are in the corpus. Every test id runs against the buggy and the fixed
+version (a "run"). Both runners use the same files, the same scrubbed environment and the same worker
+count; the naive runner starts a fresh interpreter and pytest per run (`python -m pytest FILE::ID`, installed plugins loading as
 they do for a user; --naive-lean turns autoload off as the zygotes do), with the 10 s limit.
 Runs that hit the limit are left out (they cost the limit in both runners). Printed: runs per
 second and CPU per run of each, the ratios, and whether every run got the same status from
@@ -48,7 +48,7 @@ def main() -> None:
     t, c = time.perf_counter(), children_cpu()
     collected = sandbox.collect([m for b, f, s, _ in cases for m in (Module(b, s), Module(f, s))])
     t_collect, c_collect = time.perf_counter() - t, children_cpu() - c
-    for (b, f, s, ids), c in zip([x for x in cases for _ in (0, 1)], collected):
+    for (_b, _f, _s, ids), c in zip([x for x in cases for _ in (0, 1)], collected):
         assert c.test_ids == ids, (c.test_ids, ids, c.error)
     t, c = time.perf_counter(), children_cpu()
     ours = [r.status for r in sandbox.run(requests)]
@@ -59,7 +59,8 @@ def main() -> None:
           f"{'full' if sandbox.isolation and not sandbox.isolation.missing() else sandbox.isolation})")
 
     naive, t_naive, c_naive = run_naive(requests, args.workers, args.timeout, args.naive_lean)
-    print(f"naive{' (lean)' if args.naive_lean else ''}: {len(requests)} runs in {t_naive:.2f} s = {len(requests) / t_naive:.1f} runs/s, "
+    print(f"naive{' (lean)' if args.naive_lean else ''}: {len(requests)} runs in {t_naive:.2f} s "
+          f"= {len(requests) / t_naive:.1f} runs/s, "
           f"{1000 * c_naive / len(requests):.1f} ms CPU per run")
     mismatches = [(r[1], a, b) for r, a, b in zip(requests, ours, naive) if a != b]
     counts = {s: ours.count(s) for s in sorted(set(ours))}

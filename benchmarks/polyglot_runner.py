@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalmislead_assets.polyglot import java_runner, js_runner  # noqa: E402
-from evalmislead_assets.polyglot.problems import load_problems  # noqa: E402
-from evalmislead_assets.polyglot.process import ProcessLimits  # noqa: E402
-from evalmislead_assets.sandbox.processes import signal_group  # noqa: E402
+from evalmislead_assets.polyglot import java_runner, js_runner
+from evalmislead_assets.polyglot.problems import load_problems
+from evalmislead_assets.polyglot.process import ProcessLimits
+from evalmislead_assets.sandbox.processes import signal_group
 
 
 def asserts(test: str) -> list[str]:

@@ -31,6 +31,3 @@ def column_schema_metadata(table: str) -> dict[str, TableSchema]:
     return {COLUMN_SCHEMA_KEY: table_schema(table)}
 
 
-def asset_description(table: str) -> str:
-    """The registry's one-line description of the table (same name as its asset)."""
-    return schema.table_description(table)

@@ -1,5 +1,5 @@
 """One writer per data folder and DuckDB file, on every route: `evalmislead run`, `dagster asset
-materialize`, UI runs and backfills (issue 27, item 5), so no request is sent twice for one cache key.
+materialize`, UI runs and backfills, so no request is sent twice for one cache key.
 
 The locks are POSIX record locks (``fcntl.lockf``) on small files:
 
@@ -73,9 +73,6 @@ def holder(path: Path) -> str:
         return f"pid {fields[0]} on {fields[1]}{command}, started {fields[2]}"
     return "pid unknown (it is just starting)"
 
-
-def held_here(path: Path) -> bool:
-    return Path(path) in _HELD
 
 
 def scope_lock(db: Path, partition: str) -> Path:

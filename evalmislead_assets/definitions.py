@@ -1,6 +1,6 @@
 """The one Definitions object: assets, checks, resources, jobs, built from the study file.
 
-Models as data (issue 19). Dagster gives an asset at most two partition dimensions, and
+Models as data. Dagster gives an asset at most two partition dimensions, and
 condition x thinking uses both, so the model axis is the asset key: every per-model asset is built
 once per model of the study (study.toml), with the model's key as prefix and its own group
 (``qwen2_5_coder_1_5b/test_generations``, group ``qwen2_5_coder_1_5b``). Each model's assets keep the
@@ -10,7 +10,7 @@ The model-free assets (problems, problem_validation, mutants) exist once and fee
 cross-model assets (assets/models.py) read every model's tables. The IO manager scopes each model's
 rows by its ``model_name`` (resources/io_manager.py).
 
-Languages as a study axis (issue 29, docs/languages.md): Python keeps every key above; each other language
+Languages as a study axis (docs/languages.md): Python keeps every key above; each other language
 of the study (``languages`` in study.toml) gets its problems and validation (``java/problems``) and, per model,
 its chain inside the model's prefix (``java/test_generations`` or ``qwen2_5_coder_1_5b/java/test_generations``),
 with the same condition x thinking partitions; rows carry ``language``. With several languages,
@@ -20,6 +20,7 @@ with the same condition x thinking partitions; rows carry ``language``. With sev
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from types import ModuleType
 
 from dagster import (
@@ -66,7 +67,7 @@ def _with_column_schema(spec: AssetSpec) -> AssetSpec:
     return spec.merge_attributes(metadata=column_schema_metadata(table)) if table in schema.TABLES else spec
 
 
-def _naming(model: ModelSpec, group: str | None):  # noqa: ANN202
+def _naming(model: ModelSpec, group: str | None):
     """The model's name in each spec's metadata and tags; its own group when the study has several."""
     def name(spec: AssetSpec) -> AssetSpec:
         spec = spec.merge_attributes(metadata={MODEL_METADATA: model.name}, tags={"evalmislead/model": model.key})
@@ -74,8 +75,10 @@ def _naming(model: ModelSpec, group: str | None):  # noqa: ANN202
     return name
 
 
-def _finish(loaded: Sequence[object], model: ModelSpec | None = None, group: str | None = None) -> list[AssetsDefinition]:
-    out = []
+def _finish(loaded: Sequence[object], model: ModelSpec | None = None, group: str | None = None) -> list[Any]:
+    """The loaded assets with their column schemas (and, for a model's, its name and group); other definitions as
+    they are."""
+    out: list[Any] = []
     for a in loaded:
         if isinstance(a, AssetsDefinition):
             a = a.map_asset_specs(_with_column_schema)

@@ -4,7 +4,7 @@ Asset keys are named, not imported, so this module loads before the asset module
 it selects; `Definitions` resolves the selections and infers each job's partitions
 (model_specs_job: thinking; generation_chain_job: condition x thinking). With several models
 (study.toml) the two jobs select every model's assets, and each model has its own pair too. With several
-languages (issue 29) each job selects every language's chain too (``java/test_generations``, ...).
+languages each job selects every language's chain too (``java/test_generations``, ...).
 """
 
 from dagster import AssetKey, AssetSelection, define_asset_job, in_process_executor

@@ -182,7 +182,7 @@ def probe_n() -> int:
     return _int_env("EVALMISLEAD_PROBE_N", DEFAULT_PROBE_N)
 
 
-# Work caps per answer (issue 15, item 12): applied before execution, counted in the report where they cut.
+# Work caps per answer: applied before execution, counted in the report where they cut.
 DEFAULT_MAX_TESTS_PER_ANSWER = 100  # demo answers hold ~3 tests, the worked example 7; 16k tokens can hold ~1,000
 DEFAULT_MAX_MUTATION_RUNS_PER_FILE = 1000  # fixed runs + mutant runs of one file (150 tests x 6 mutants: 1,050)
 

@@ -119,7 +119,7 @@ def language_for_path(path: Sequence[str]) -> str | None:
 
 @functools.cache
 def unnamed_rows_model() -> str:
-    """Whose rows are those without a model (written before models were data, issue 19): the study
+    """Whose rows are those without a model (from a DuckDB file written before rows named their model): the study
     file's first model, whatever EVALMISLEAD_MODELS / --models select (a file from before held one model:
     the default one)."""
     return _read().models[0].name
@@ -142,9 +142,9 @@ def reach(model: ModelSpec | None = None, current: Study | None = None) -> Reach
 
 def model_filter_sql(name: str, language: str = DEFAULT_LANGUAGE) -> tuple[str, list[str]]:
     """SQL selecting one model's rows of one language (default Python): ``model_name`` is ``name``, or NULL (a
-    row written before models were data, or by hand) when ``name`` is unnamed_rows_model(); each run names such
-    rows (Warehouse.name_unnamed_rows) before it writes. A row without a language (written before languages were
-    a study axis) is Python's."""
+    row of an older file, or written by hand) when ``name`` is unnamed_rows_model(); each run names such
+    rows (Warehouse.name_unnamed_rows) before it writes. A row without a language (an older file) is
+    Python's."""
     return (f"coalesce({MODEL_COLUMN}, ?) = ? AND coalesce({LANGUAGE_COLUMN}, '{DEFAULT_LANGUAGE}') = ?",
             [unnamed_rows_model(), name, language])
 

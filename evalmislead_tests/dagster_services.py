@@ -82,7 +82,7 @@ class DagsterServices:
 
 
 def _start(name: str, cmd: list[str], env: Mapping[str, str], log_dir: Path) -> subprocess.Popen:
-    log = open(log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed when the child exits
+    log = open(log_dir / f"{name}.log", "wb")  # closed when the child exits
     try:
         return subprocess.Popen(
             cmd, cwd=PROJECT_ROOT, env=dict(env), stdout=log, stderr=subprocess.STDOUT, start_new_session=True

@@ -11,9 +11,10 @@ Modes (``mode`` for every chat request, ``script`` for the next few first):
 - ``truncated``: 200 announcing 1,000 bytes, sends 100 and closes the connection
 - ``surrogate``: a good completion whose content is a lone surrogate (the JSON escape ``\\ud800``)
 
-``alias`` is the model name ``/props`` reports (default ``fake-model``), ``model_path`` the model file it names (default none). ``props_mode`` does the same for ``/props`` (``ok``, ``hang``, ``status:N``). Every chat request
-is counted (``chat_requests``, ``bodies``, ``in_flight``), then held while ``gate`` is cleared; ``client_gone`` counts requests whose
-client closed the connection before the answer was complete.
+``alias`` is the model name ``/props`` reports (default ``fake-model``), ``model_path`` the model file it
+names (default none). ``props_mode`` does the same for ``/props`` (``ok``, ``hang``, ``status:N``). Every chat
+request is counted (``chat_requests``, ``bodies``, ``in_flight``), then held while ``gate`` is cleared;
+``client_gone`` counts requests whose client closed the connection before the answer was complete.
 
 Standalone: ``python -m evalmislead_tests.fake_llm_server --mode hang --port 8081``.
 """
@@ -206,7 +207,7 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     server.client_gone += 1
             self.close_connection = True
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             if self.path == "/health":
                 self._send(200, b'{"status": "ok"}')
                 return
@@ -226,7 +227,7 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     props["model_path"] = server.model_path
                 self._send(200, json.dumps(props).encode())
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             body = json.loads(raw or b"{}")
             mode = server.next_mode()

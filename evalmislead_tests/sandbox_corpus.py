@@ -50,7 +50,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "iso_leftover.py": {"test_leaves_files_behind": "passed", "test_sees_no_leftover": "passed"},
     "iso_disk_quota.py": {"test_cannot_fill_the_disk": "passed", "test_dev_shm_and_tmp_are_read_only": "passed"},
     "iso_write_outside.py": {"test_cannot_write_outside_the_run": "passed"},
-    # issue 26: kernel state shared with the host or between tests (kernel_state.py, import_files.py)
+    # kernel state shared with the host or between tests (kernel_state.py, import_files.py)
     "kernel_keyring_host.py": {"test_cannot_reach_the_hosts_keys": "passed"},
     "kernel_keyring_left.py": {"test_finds_no_key_then_leaves_one": "passed", "test_finds_no_key_left": "passed"},
     "kernel_limits.py": {"test_renices_and_limits_the_chain": "passed", "test_starts_as_the_runner_set_it": "passed"},

@@ -1,4 +1,4 @@
-"""Record the full run's answers (issue 25): generation only, problem block by problem block.
+"""Record the full run's answers: generation only, problem block by problem block.
 
     nice -n 19 .venv/bin/python scripts/record_answers.py [--study studies/full-1.5b.toml]
         [--home data/record-1.5b] [--block 8] [--conditions ...] [--pack DIR]
@@ -7,11 +7,11 @@ Runs the real Dagster assets (so every request body is exactly what `evalmislead
 `problems` and `problem_validation` once, then for each block of problems `model_specs[off]` and
 `test_generations[<condition>|off]`, the primary conditions over all problems first, the reference
 conditions after; with each block's specs, the spec judge's requests (what `spec_labels` sends, through
-analysis.spec_labels.judge_specs and the same `judge_llm` resource settings). Every answer is committed to the data folder's llm_cache as it arrives, so a killed
-recorder resumes where it stopped (a re-run sends only what is missing), and a recorder started on a fresh
-machine first imports the committed pack (``--pack``) into its data folder. After each block the answers
-are added to the pack (new shards only) with `evalmislead answers export --append`, and with ``--commit``
-committed.
+analysis.spec_labels.judge_specs and the same `judge_llm` resource settings). Every answer is committed to
+the data folder's llm_cache as it arrives, so a killed recorder resumes where it stopped (a re-run sends
+only what is missing), and a recorder started on a fresh machine first imports the committed pack
+(``--pack``) into its data folder. After each block the answers are added to the pack (new shards only)
+with `evalmislead answers export --append`, and with ``--commit`` committed.
 Execution, analysis and the report are not run here: the replay (`evalmislead run --replay`) does them.
 """
 

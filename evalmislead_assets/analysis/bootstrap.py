@@ -19,7 +19,7 @@ says how far the bound would move with another seed at the same number of resamp
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -53,9 +53,6 @@ class Interval:
     @property
     def excludes_zero(self) -> bool:
         return excludes_zero(self.ci_low, self.ci_high)
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "excludes_zero": self.excludes_zero}
 
 
 def _columns(x: np.ndarray) -> np.ndarray:
@@ -136,7 +133,8 @@ def paired_difference(
 ) -> Interval:
     """Pooled rate of a minus pooled rate of b, both recomputed on the same resample of problems."""
     return paired_differences(
-        _columns(num_a), _columns(den_a), _columns(num_b), _columns(den_b), n_boot=n_boot, level=level, seed=seed, zero_rate=zero_rate,
+        _columns(num_a), _columns(den_a), _columns(num_b), _columns(den_b),
+        n_boot=n_boot, level=level, seed=seed, zero_rate=zero_rate,
     )[0]
 
 

@@ -1,9 +1,9 @@
-"""The test_coverage table (issue 12): coverage of the function under test by each generated test file.
+"""The test_coverage table: coverage of the function under test by each generated test file.
 
 Every test of a file with collected tests runs again, against the buggy and the fixed version,
 in the same sandbox as test_outcomes but with coverage on (``Sandbox.run(coverage=True)``).
 The arcs each test process executed are united per file and version, and compared with what
-the entry point's body could execute in that version (coverage_measure). A failing test
+the entry point's body could execute in that version (coverage_probe.py). A failing test
 counts the lines it ran; a test whose process ended before it reported (crashed, timeout)
 adds nothing, and ``n_tests_measured`` says how many tests did report.
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -85,7 +86,7 @@ MODEL_SIZES_COLUMNS = [
     "effective_rate", "effective_ci_low", "effective_ci_high", "level", "n_boot", "seed",
 ]
 
-Frame = pd.DataFrame | None
+Frame: TypeAlias = pd.DataFrame | None
 
 # ---------------------------------------------------------------- splitting by model
 

@@ -1,4 +1,4 @@
-"""The determinism probe (issue 10): how much does one generation per problem move the numbers?
+"""The determinism probe: how much does one generation per problem move the numbers?
 
 llama.cpp is not deterministic at temperature 0 across parallel slots (issue #7052: 8 slots
 gave 5 to 8 distinct completions of one prompt; PR #6950: results change with the batch) nor

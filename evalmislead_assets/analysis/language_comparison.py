@@ -1,4 +1,4 @@
-"""One model's languages side by side (issue 29): the language_comparisons table.
+"""One model's languages side by side: the language_comparisons table.
 
 For each pair of the study's languages (in the study file's order: a before b), thinking mode and condition:
 the problems both languages answered (the same ``problem_idx``: HumanEvalPack's problems are the same 164 in
@@ -46,7 +46,7 @@ def _per_problem(outcomes: pd.DataFrame, generated: pd.DataFrame) -> pd.DataFram
 
 def _row(plan: Plan, model: str, thinking: str, condition: str, metric: str, a: str, b: str,
          **values: Any) -> dict[str, Any]:
-    base = {c: None for c in COLUMNS}
+    base: dict[str, Any] = {c: None for c in COLUMNS}
     base.update(plan_sha256=plan.sha256, model_name=model, thinking=thinking, condition=condition, metric=metric,
                 language_a=a, language_b=b, level=plan.level, n_boot=plan.n_boot, seed=plan.seed)
     base.update(values)

@@ -1,4 +1,4 @@
-"""What made each condition's answers, and whether two cells may be compared (issue 27, item 3a/3b).
+"""What made each condition's answers, and whether two cells may be compared.
 
 Every test_generations row names the template it was rendered from (``template_sha256``), the model the
 server answered as (``model``) and, in its exact request body, the output cap (``max_tokens``). A cell

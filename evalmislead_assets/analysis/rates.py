@@ -6,7 +6,7 @@ declared in store/schema.py. Nothing here touches DuckDB or Dagster. The plan an
 counts live in plan.py, the secondary analyses (spec-label splits, reasoning mentions) in
 secondary.py and reasoning_mentions.py; import them from there.
 
-Zero tests (issue 10): a rate over zero tests is not estimable and stored as NaN; a
+Zero tests: a rate over zero tests is not estimable and stored as NaN; a
 comparison where either side has zero tests gets no estimate, no interval and the verdict
 "not estimable (0 tests in X)". Within a resample, a side whose drawn problems have zero
 tests takes the plan's ``zero_denominator_rate``; ``n_zero_denominator`` counts those
@@ -105,7 +105,7 @@ def condition_rates(
 
 def verified_rates(outcomes: pd.DataFrame, generated: pd.DataFrame, condition: str, thinking: str,
                    task_ids: set[str]) -> dict[str, Any]:
-    """The sensitivity line of issue 26: the rates over the tests of files inside the verified subset
+    """The verified-subset sensitivity line: the rates over the tests of files inside the verified subset
     (generated_tests.verified), on the same problems as the condition's row. A report-only figure, not a
     comparison of the plan. Files scored before the column existed (verified NULL) count as unknown:
     when every file of the cell is unknown the counts are NULL and the rates NaN (not estimable)."""
@@ -276,7 +276,7 @@ def thinking_comparisons(outcomes: pd.DataFrame, subset: pd.DataFrame, plan: Pla
     """Thinking on minus off per condition and metric, paired over the truncation-matched problems.
 
     With ``generations``, a condition whose two modes' answers came from different templates or models (the
-    caps differ by design) gets no estimate, and ``note`` says why (issue 27, item 3)."""
+    caps differ by design) gets no estimate, and ``note`` says why."""
     made_by = provenance.of_cells(generations) if generations is not None else {}
     tc = plan.section("thinking_comparisons")
     metrics = tc.get("metrics", list(METRICS))

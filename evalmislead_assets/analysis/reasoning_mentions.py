@@ -43,7 +43,8 @@ def load_keywords(path: Path) -> Keywords:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"keyword file {path} is not UTF-8 text (byte {exc.start}); "
                           "restore prompts/reasoning_keywords.txt") from None
-    pats, excl = [], []
+    pats: list[tuple[str, re.Pattern[str]]] = []
+    excl: list[tuple[str, re.Pattern[str]]] = []
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):

@@ -1,7 +1,7 @@
 """Secondary analyses over stored rows: misleading rate split by spec label, reasoning mentions.
 
-Pure functions (no DuckDB, no Dagster); re-exported by ``analysis``. The mention matcher
-itself is in ``analysis_mentions``.
+Pure functions (no DuckDB, no Dagster). The mention matcher
+itself is in ``reasoning_mentions``.
 """
 
 from __future__ import annotations

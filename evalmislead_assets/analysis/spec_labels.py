@@ -311,7 +311,7 @@ def combine(judged: pd.DataFrame, human: pd.DataFrame | None) -> tuple[pd.DataFr
                 continue
             for c in ("human_transcribes_bug", "human_states_correct", "human_note"):
                 out.iat[i, out.columns.get_loc(c)] = h[c]
-    finals = {lab: [] for lab in LABELS}
+    finals: dict[str, list[Any]] = {lab: [] for lab in LABELS}
     sources, cats = [], []
     for _, r in out.iterrows():
         vals, src = {}, []
@@ -338,8 +338,10 @@ def agreement(labels: pd.DataFrame) -> pd.DataFrame:
         sub = labels[(labels["thinking"] == thinking) & labels["in_review_sample"].astype(bool)]
         for lab in (*LABELS, "category"):
             if lab == "category":
-                h = [category(_opt(a), _opt(b)) for a, b in zip(sub["human_transcribes_bug"], sub["human_states_correct"])]
-                j = [category(_opt(a), _opt(b)) for a, b in zip(sub["judge_transcribes_bug"], sub["judge_states_correct"])]
+                h: list[Any] = [category(_opt(a), _opt(b))
+                                for a, b in zip(sub["human_transcribes_bug"], sub["human_states_correct"])]
+                j: list[Any] = [category(_opt(a), _opt(b))
+                                for a, b in zip(sub["judge_transcribes_bug"], sub["judge_states_correct"])]
             else:
                 h = [_opt(v) for v in sub[f"human_{lab}"]]
                 j = [_opt(v) for v in sub[f"judge_{lab}"]]

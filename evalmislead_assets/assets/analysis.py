@@ -11,7 +11,7 @@ same step and stored by the IO manager like every other table.
 
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, cast
 
 import pandas as pd
 from dagster import (
@@ -57,7 +57,7 @@ def _coverage(*frames: pd.DataFrame) -> dict[str, MetadataValue]:
     }
 
 
-def _plan_meta(plan: Plan) -> dict[str, object]:
+def _plan_meta(plan: Plan) -> dict[str, Any]:
     return {"plan_version": plan.version, "plan_sha256": plan.sha256, "plan_file": MetadataValue.path(str(plan.path))}
 
 
@@ -126,7 +126,7 @@ def truncation_matched_subset(
     df = rates.truncation_matched_subset(outcomes, gens, gt, plan)
     n_in = int(df["in_subset"].sum()) if len(df) else 0
     cov = _coverage(outcomes, gens, gt)
-    modes = set(cov["thinking_modes_present"].value)
+    modes = set(cast(list[str], cov["thinking_modes_present"].value))
     note = "" if {"off", "on"} <= modes else f"only thinking {sorted(modes)} stored: the subset is empty until both modes are"
     if note:
         context.log.warning(note)
@@ -243,14 +243,6 @@ def repetition_rates(
 
 
 SPEC_LABEL_TABLES = ("spec_label_agreement", "spec_label_splits")
-
-
-def _judge_who(judge_llm: LLMResource) -> str:
-    """Whose server the spec judge asks: EVALMISLEAD_JUDGE_URL, else the study's first model's."""
-    if judge_llm.urls.strip():
-        return judge_llm.urls_origin
-    return (f"the study's first model, {study_models.study().models[0].name}, judges every model's specs; "
-            "EVALMISLEAD_JUDGE_URL sets another server")
 REASONING_MENTION_TABLES = ("reasoning_mention_matches", "reasoning_mention_summary")
 
 

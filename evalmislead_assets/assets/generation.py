@@ -110,7 +110,7 @@ def _rows(problems: pd.DataFrame, rendered: list[prompts.Rendered], results: lis
         "cache_key": [r.cache_key for r in results],
         "error": [r.error for r in results],
         "created_at": [now] * len(results),
-        # determinism-relevant server settings of each answer (issue 10)
+        # determinism-relevant server settings of each answer
         "total_slots": pd.array([r.total_slots for r in results], dtype="Int32"),
         "cache_prompt": pd.array([r.cache_prompt for r in results], dtype="boolean"),
         "build_info": [r.build_info for r in results],
@@ -131,7 +131,7 @@ def _stored_rows(context: AssetExecutionContext, wh: Warehouse, table: str, cond
 
 def slice_note(context: AssetExecutionContext, wh: Warehouse, table: str, condition: Optional[str], thinking: str,
                asked: list[int]) -> Optional[str]:
-    """One line when this run's problems differ from what the partition holds (issue 27, 3c): a run over a
+    """One line when this run's problems differ from what the partition holds: a run over a
     slice replaces only its own problems' answers, so the partition keeps the others and grows."""
     stored = _stored_rows(context, wh, table, condition, thinking, ["problem_idx"])
     if stored is None:

@@ -78,7 +78,7 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
            description=f"One {name} doc comment per problem, written by the model from the buggy code "
                        f"(prompts/{language}/spec.md).")
     def model_specs(context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource,
-                    llm: LLMResource, problems: pd.DataFrame, problem_validation: pd.DataFrame):  # noqa: ANN202
+                    llm: LLMResource, problems: pd.DataFrame, problem_validation: pd.DataFrame):
         thinking = str(context.partition_key)
         chosen = _study_problems(problems, problem_validation)
         template = language_prompts.load_language_template(language, language_prompts.SPEC_TEMPLATE,
@@ -98,7 +98,7 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
                        f"(prompts/{language}/test_generation.md), one per problem.")
     def test_generations(context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource,
                          llm: LLMResource, problems: pd.DataFrame, problem_validation: pd.DataFrame,
-                         model_specs: pd.DataFrame):  # noqa: ANN202
+                         model_specs: pd.DataFrame):
         condition, thinking = split_key(context.partition_key)
         template = language_prompts.load_language_template(language, language_prompts.TEST_TEMPLATE,
                                                            settings.prompts_dir())
@@ -116,7 +116,7 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
                        f"versions ({'node:test' if language == 'js' else 'JUnit 5'}); a file that does not load "
                        "or compile has zero tests and a reason.")
     def generated_tests(context: AssetExecutionContext, test_generations: pd.DataFrame,
-                        problems: pd.DataFrame):  # noqa: ANN201 (MaterializeResult with a value)
+                        problems: pd.DataFrame):  # MaterializeResult with a value
         condition, thinking = split_key(context.partition_key)
         by_task = {p.task_id: p for p in tables.problems_from_rows(problems, language)}
         max_tests = settings.max_tests_per_answer()
@@ -138,7 +138,7 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
            description=f"Every {name} test run against the buggy and the fixed version, each in its own confined "
                        "process with a nonce channel (10 s); statuses and the four cells.")
     def test_outcomes(context: AssetExecutionContext, generated_tests: pd.DataFrame,
-                      problems: pd.DataFrame):  # noqa: ANN201 (MaterializeResult with a value)
+                      problems: pd.DataFrame):  # MaterializeResult with a value
         condition, thinking = split_key(context.partition_key)
         by_task = {p.task_id: p for p in tables.problems_from_rows(problems, language)}
         start = time.monotonic()

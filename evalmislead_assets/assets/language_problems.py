@@ -36,7 +36,7 @@ def build(language: str) -> list[AssetsDefinition]:
 
     @asset(key=problems_key, group_name=language,
            description=f"HumanEvalPack {name}: 164 problems with buggy and fixed versions (shipped, sha256-checked).")
-    def problems(context: AssetExecutionContext):  # noqa: ANN201 (MaterializeResult with a value)
+    def problems(context: AssetExecutionContext):  # MaterializeResult with a value
         df = tables.problem_rows(language)
         return MaterializeResult(value=df, metadata={
             "rows": len(df), "language": language, "source_sha256": DATA_SHA256[language],
@@ -53,7 +53,7 @@ def build(language: str) -> list[AssetsDefinition]:
                        "exclusion with its reason. Only the study's problems (EVALMISLEAD_PROBLEMS / study.toml) "
                        "are validated when a subset is set.")
     def problem_validation(context: AssetExecutionContext,
-                           problems: pd.DataFrame):  # noqa: ANN201 (MaterializeResult with a value)
+                           problems: pd.DataFrame):  # MaterializeResult with a value
         subset = settings.problem_subset()
         chosen = problems if subset is None else problems[problems["problem_idx"].isin(subset)]
         start = time.monotonic()

@@ -1,4 +1,4 @@
-"""The cross-language assets (issue 29): ``language_comparisons`` (every model's languages side by side, paired
+"""The cross-language assets: ``language_comparisons`` (every model's languages side by side, paired
 on problem_idx) and ``languages_report`` (the report section as its own file, report/languages.md and .html).
 
 Built only for a study of several languages (definitions.py). Each reads every model's test_outcomes and
@@ -38,7 +38,7 @@ def build(study: Study) -> list[AssetsDefinition]:
                        "a minus b with the paired bootstrap over the problems both answered (98.75 %); coverage "
                        "and mutation not estimable for Java and JavaScript, with why.")
     def language_comparisons(context: AssetExecutionContext,
-                             **inputs: pd.DataFrame):  # noqa: ANN201 (MaterializeResult with a value)
+                             **inputs: pd.DataFrame):  # MaterializeResult with a value
         plan = study_plan()
         frames = []
         for m in study.models:

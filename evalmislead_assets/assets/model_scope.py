@@ -16,7 +16,6 @@ from typing import Any, Optional
 from dagster import AssetCheckExecutionContext, AssetExecutionContext, AssetKey
 
 from evalmislead_assets import study_models
-from evalmislead_assets.store.schema import LANGUAGE_COLUMN, MODEL_COLUMN
 from evalmislead_assets.study.models import DEFAULT_LANGUAGE, ModelSpec, Study
 
 
@@ -57,10 +56,6 @@ def language_of(context: AssetExecutionContext | AssetCheckExecutionContext) -> 
         raise ValueError(f"one step computes assets of several languages: {', '.join(sorted(languages))}")
     return next(iter(languages))
 
-
-def model_where(context: AssetExecutionContext | AssetCheckExecutionContext) -> dict[str, str]:
-    """The column filter of this step's model and language: {'model_name': ..., 'language': ...}."""
-    return {MODEL_COLUMN: model_of(context).name, LANGUAGE_COLUMN: language_of(context)}
 
 
 def model_sql(context: AssetExecutionContext | AssetCheckExecutionContext) -> tuple[str, list[str]]:

@@ -1,4 +1,4 @@
-"""The cross-model assets (issue 19): every model's rates and comparisons side by side, the paper-style
+"""The cross-model assets: every model's rates and comparisons side by side, the paper-style
 average over the study's models, the size table, and the models report.
 
 Each reads every model's test_outcomes, test_generations and generated_tests through the IO manager (one
@@ -28,7 +28,7 @@ TABLES = ("test_outcomes", "test_generations", "generated_tests")
 def _columns(table: str) -> list[str]:
     if table == "test_outcomes":
         return [*OUTCOME_COLUMNS, MODEL_COLUMN]
-    return [*UPSTREAM[table].metadata["columns"], MODEL_COLUMN]
+    return [*(UPSTREAM[table].metadata or {})["columns"], MODEL_COLUMN]
 
 
 def _ins(study: Study) -> dict[str, AssetIn]:

@@ -19,7 +19,7 @@ from pydantic import Field
 from evalmislead_assets import settings
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.study import problems as problem_data
-from evalmislead_assets.execution import oracle_validation as validation
+from evalmislead_assets.execution import oracle_validation
 from evalmislead_assets.resources import WarehouseResource
 
 
@@ -53,7 +53,7 @@ def problems(context: AssetExecutionContext, config: ProblemsConfig) -> Output[p
 )
 def problem_validation(context: AssetExecutionContext, problems: pd.DataFrame) -> Output[pd.DataFrame]:
     start = time.monotonic()
-    result = validation.validate(problems)
+    result = oracle_validation.validate(problems)
     wall = time.monotonic() - start
     excluded = result[~result["valid"]]
     context.log.info(f"validated {len(result)} problems in {wall:.1f} s; {len(excluded)} excluded")
@@ -67,12 +67,12 @@ def problem_validation(context: AssetExecutionContext, problems: pd.DataFrame) -
 
 @asset_check(asset=problem_validation, description="Every buggy version fails the dataset's oracle.")
 def all_buggy_fail(warehouse: WarehouseResource) -> AssetCheckResult:
-    df = warehouse.get().read_table("problem_validation", where={"language": "python"})  # not Java/JS (issue 29)
+    df = warehouse.get().read_table("problem_validation", where={"language": "python"})  # not Java/JS
     bad = df[df["buggy_passed"]]["task_id"].tolist()
     return AssetCheckResult(passed=not bad, metadata={"buggy_passing": MetadataValue.json(bad), "checked": len(df)})
 
 @asset_check(asset=problem_validation, description="Every fixed version passes the dataset's oracle.")
 def all_fixed_pass(warehouse: WarehouseResource) -> AssetCheckResult:
-    df = warehouse.get().read_table("problem_validation", where={"language": "python"})  # not Java/JS (issue 29)
+    df = warehouse.get().read_table("problem_validation", where={"language": "python"})  # not Java/JS
     bad = df[~df["fixed_passed"]]["task_id"].tolist()
     return AssetCheckResult(passed=not bad, metadata={"fixed_failing": MetadataValue.json(bad), "checked": len(df)})

@@ -193,7 +193,7 @@ def check_pack(pack: answer_pack.Pack) -> ModelSpec:
             f"pack {pack.folder} holds answers of {wanted}, which no model of the study ({study.source}: "
             f"{', '.join(alias_of(m) for m in study.models)}) answers as; add it to the study file")
     problems = load_problems(source="local", cache_dir=settings.datasets_cache_dir())
-    expect = Expectations(problems, pack.answers, spec, wanted)
+    expect = Expectations(problems, pack.answers, spec, str(wanted))
     for a in pack.labelled():  # a shared request's body is checked under its own labels too
         where = f"{a.get('asset')}[{a.get('condition') or '-'}|{a.get('thinking') or 'off'}] {a.get('task_id')}"
         try:

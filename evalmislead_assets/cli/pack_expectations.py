@@ -11,7 +11,6 @@ template, cap or model must never replay old answers.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -44,13 +43,12 @@ class Expectations:
     def _cap(self, thinking: str, asset: str = "") -> int:
         return self.model.max_tokens(thinking, asset) or settings.max_tokens(thinking)
 
-    def body(self, answer: dict[str, Any]) -> str | None:
-        """The body the study would send now, or None with ``why`` set when it would send none."""
-        asset, task, thinking = answer.get("asset"), answer.get("task_id"), answer.get("thinking") or "off"
+    def body(self, answer: dict[str, Any]) -> str:
+        """The body the study would send now; a LookupError says why it would send none."""
+        asset, task, thinking = answer.get("asset"), str(answer.get("task_id")), str(answer.get("thinking") or "off")
         p = self.problems.get(task)
         if p is None:
             raise LookupError(f"{task} is not a problem of the shipped dataset")
-        build: Callable[[], tuple[str, int, bool]]
         if asset == "model_specs":
             text, cap = prompts.spec_prompt(p, self.spec_template).text, self._cap(thinking, "model_specs")
         elif asset == "test_generations":

@@ -43,7 +43,7 @@ def covered_problems(pack: answer_pack.Pack, conditions: list[str], thinking: st
         if (a.get("thinking") or "off") != thinking or not a.get("task_id"):
             continue
         idx = int(str(a["task_id"]).split("/")[-1])
-        have[idx].add(a.get("condition") if a.get("asset") == "test_generations" else str(a.get("asset")))
+        have[idx].add(str(a.get("condition") if a.get("asset") == "test_generations" else a.get("asset")))
     needed = {"model_specs", "spec_labels", *conditions}
     return sorted(i for i, got in have.items() if needed <= got)
 

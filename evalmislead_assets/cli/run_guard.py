@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from evalmislead_assets.data_lock import (  # noqa: F401  (re-exported)
+from evalmislead_assets.data_lock import (  # re-exported
     LOCK_NAME, ConfigError, LockHeld, acquire, hold_data_folder, lock_paths, release, release_all,
 )
 

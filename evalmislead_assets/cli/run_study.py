@@ -111,7 +111,7 @@ def open_instance(home: Path) -> "DagsterInstance":
     try:
         instance = DagsterInstance.get()
         instance.get_run_records(limit=1)  # opens history/runs.db: where a DAGSTER_HOME it cannot use fails
-    except Exception as exc:  # noqa: BLE001  (whatever Dagster or SQLite raise, one line naming the folder)
+    except Exception as exc:  # whatever Dagster or SQLite raise, one line naming the folder
         root: BaseException = exc
         while root.__cause__ is not None:
             root = root.__cause__

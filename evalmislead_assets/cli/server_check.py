@@ -30,7 +30,9 @@ def unreachable_servers(reaches: Mapping[str, Reach], judge_urls: list[str],
                         check: Check | None = None) -> list[Unreachable]:
     """The models (in order) and the judge whose servers do not answer; embedded ones are not checked."""
     if check is None:
-        from evalmislead_assets.llm.server_props import unreachable as check
+        from evalmislead_assets.llm.server_props import unreachable
+
+        check = unreachable
     out: list[Unreachable] = []
     for name, reach in reaches.items():
         if reach.urls:

@@ -10,14 +10,16 @@ import time
 from evalmislead_assets.llm import llama_server as server
 from evalmislead_assets.resources.embedded_server import binary_override, default_model
 
-HELP = "Start the embedded llama-server (bundled Qwen2.5-Coder-0.5B unless EVALMISLEAD_EMBEDDED_MODEL) and keep it running until Ctrl-C."
+HELP = ("Start the embedded llama-server (bundled Qwen2.5-Coder-0.5B unless EVALMISLEAD_EMBEDDED_MODEL) "
+        "and keep it running until Ctrl-C.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8080, help="port to listen on (0 = any free port; default 8080)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--parallel", type=int, default=server.DEFAULT_PARALLEL, help="server slots (default 2)")
-    parser.add_argument("--ctx-per-slot", type=int, default=server.DEFAULT_CTX_PER_SLOT, help="context per slot in tokens (prompt + output cap)")
+    parser.add_argument("--ctx-per-slot", type=int, default=server.DEFAULT_CTX_PER_SLOT,
+                        help="context per slot in tokens (prompt + output cap)")
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -4,7 +4,7 @@ DuckDB lets one process write a file, and a writer cannot open it while another
 process has it open at all. So this command never keeps the file: it opens a
 read-only connection (retrying while a writer holds the lock), runs the query,
 fetches the result and closes, usually within milliseconds; writers retry in the
-same way meanwhile (storage.Warehouse). For long queries, --snapshot copies the
+same way meanwhile (store/database.py, Warehouse). For long queries, --snapshot copies the
 file under the read lock and queries the copy, so writers wait only for the copy.
 
 Read-only for real (`sql_readonly`): one statement of a reading kind, on a connection with

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import duckdb
 
@@ -25,6 +25,9 @@ from evalmislead_assets.store import sql_readonly
 from evalmislead_assets.cli.sql_output import format_table, rows_note
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.store.file_format import STORAGE_VERSION, needs_migration
+
+if TYPE_CHECKING:
+    from evalmislead_assets.store.database import StudyConnection
 
 HELP_TEXT = (".tables  list tables and views\n.schema TABLE  its columns\n.quit / .exit / end of input  leave\n"
              "Statements end with ';' and may span lines; only reading statements run "
@@ -90,7 +93,7 @@ def repl(snapshot: Path, stdin: TextIO, out: TextIO, width: int = 60, limit: int
     return 1 if failed else 0
 
 
-def _dot(con: duckdb.DuckDBPyConnection, command: str, out: TextIO, width: int, limit: int) -> bool:
+def _dot(con: duckdb.DuckDBPyConnection | StudyConnection, command: str, out: TextIO, width: int, limit: int) -> bool:
     name, _, arg = command.partition(" ")
     if name == ".help":
         out.write(HELP_TEXT)
@@ -104,7 +107,7 @@ def _dot(con: duckdb.DuckDBPyConnection, command: str, out: TextIO, width: int, 
     return False
 
 
-def _run(con: duckdb.DuckDBPyConnection, sql: str, out: TextIO, width: int, limit: int) -> bool:
+def _run(con: duckdb.DuckDBPyConnection | StudyConnection, sql: str, out: TextIO, width: int, limit: int) -> bool:
     try:
         columns, rows, more = sql_readonly.execute(con, sql, max_rows=limit)
     except ConfigError as exc:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from evalmislead_assets import study_models
 from evalmislead_assets.analysis.determinism import not_run_reason, summarize as summarize_probe
-from evalmislead_assets.report.formatting import NOT_ESTIMABLE, ci, missing, pct, points
+from evalmislead_assets.report.formatting import NOT_ESTIMABLE, ci, level_label, missing, pct, points
 from evalmislead_assets.report.tables import test_body
 from evalmislead_assets.store.database import Warehouse
 
@@ -28,6 +28,12 @@ def rate_text(count: Any, n_tests: Any, rate: Any, lo: Any = None, hi: Any = Non
     if not missing(lo) and not missing(hi):
         text += f" {ci(lo, hi, as_points=False)}"
     return text
+
+
+def _level(rates: pd.DataFrame) -> str:
+    """The stored interval level with a trailing space ("98.75 % "), or "" where no row stores one."""
+    levels = rates["level"].dropna() if "level" in rates.columns else pd.Series(dtype=float)
+    return f"{level_label(float(levels.iloc[0]))} " if len(levels) else ""
 
 
 def rates_table(rates: pd.DataFrame) -> pd.DataFrame:
@@ -71,7 +77,8 @@ def worked_example(wh: Warehouse, models: list[str] | None = None) -> list[str]:
         "JOIN generated_tests g ON g.model_name IS NOT DISTINCT FROM o.model_name AND g.condition = o.condition "
         "AND g.thinking = o.thinking AND g.task_id = o.task_id JOIN problems p ON p.task_id = o.task_id "
         + ("WHERE list_contains(?, coalesce(o.model_name, ?)) " if order else "")
-        + "ORDER BY coalesce(o.language, 'python') <> 'python', o.outcome <> 'misleading', o.condition <> 'buggy_code', o.task_id <> 'Python/30', "
+        + "ORDER BY coalesce(o.language, 'python') <> 'python', o.outcome <> 'misleading', "
+        + "o.condition <> 'buggy_code', o.task_id <> 'Python/30', "
         + ("list_position(?, coalesce(o.model_name, ?)), " if order else "")
         + "o.thinking, o.task_id, o.test_id LIMIT 1",
         [order, unnamed, order, unnamed] if order else [], read_only=True)
@@ -133,7 +140,7 @@ def summary_lines(
     stage the run left out (mutation in a replay) and how to run it."""
     wh = Warehouse(db)
     out: list[str] = ["", llm_calls_line(db, since, failed=failed)]
-    names = models or [None]
+    names: list[str | None] = list(models) if models else [None]
     for name in names:
         clause, params = ("", []) if name is None else study_models.model_filter_sql(name)
         where = f" WHERE {clause}" if clause else ""
@@ -142,8 +149,8 @@ def summary_lines(
             rates = wh.query_df(f"SELECT * FROM condition_rates{where} ORDER BY thinking, condition", params,
                                 read_only=True)
             if len(rates):
-                out += ["", f"Per condition{head} (rate = cell / all tests of the condition; 98.75 % bootstrap "
-                        "interval):", rates_table(rates).to_string(index=False)]
+                out += ["", f"Per condition{head} (rate = cell / all tests of the condition; {_level(rates)}"
+                        "cluster-adjusted Wilson interval):", rates_table(rates).to_string(index=False)]
         if wh.table_exists("bootstrap_comparisons"):
             comp = wh.query_df(f"SELECT * FROM bootstrap_comparisons{where} ORDER BY thinking, comparison_id",
                                params, read_only=True)
@@ -169,7 +176,7 @@ def probe_lines(wh: Warehouse, models: list[str] | None = None) -> list[str]:
     if not wh.table_exists("determinism_probe"):
         return []
     out = []
-    for name in models or [None]:
+    for name in (list(models) if models else [None]):
         clause, params = ("", []) if name is None else study_models.model_filter_sql(name)
         probe = wh.query_df(f"SELECT * FROM determinism_probe{' WHERE ' + clause if clause else ''}", params,
                             read_only=True)

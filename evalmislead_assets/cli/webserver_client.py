@@ -183,13 +183,6 @@ class WebserverClient:
             raise WebserverError("GraphQL error: " + "; ".join(e.get("message", str(e)) for e in body["errors"]))
         return body["data"]
 
-    def ping(self) -> bool:
-        try:
-            self.query("{ version }")
-        except WebserverError:
-            return False
-        return True
-
     def daemon_health(self) -> dict[str, bool]:
         """daemon type -> healthy, for the daemons this instance requires."""
         statuses = self.query(_DAEMONS)["instance"]["daemonHealth"]["allDaemonStatuses"]

@@ -7,7 +7,7 @@ same way. Plain Python (no Dagster); the assets are in ``assets/execution.py``.
 Text that comes from a model's answer or from running it (the source, a collection error, a test's
 failure message) may hold a lone surrogate (``assert x, "\ud800"``): those columns stay plain Python
 strings (``text_column``), which the warehouse escapes and records in ``storage_repairs`` on write;
-pandas' Arrow string dtype would refuse them outright and stop the partition (issue 26, item 2).
+pandas' Arrow string dtype would refuse them outright and stop the partition.
 """
 
 from __future__ import annotations
@@ -73,13 +73,13 @@ def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, san
         requests.append(CollectRequest(row["source"] or "", problem.buggy_code if problem is not None else "",
                                        problem.fixed_code if problem is not None else ""))
     collected = collect_modules(requests, sandbox)
-    for row, found in zip(rows, collected):
+    for row, module in zip(rows, collected):
         if row["source"] is None:
             continue
-        kept, over = cap_tests(list(found.test_ids), max_tests)
-        row["import_ok"], row["n_tests"], row["test_ids"] = found.import_ok, len(kept), kept
+        kept, over = cap_tests(list(module.test_ids), max_tests)
+        row["import_ok"], row["n_tests"], row["test_ids"] = module.import_ok, len(kept), kept
         row["n_tests_over_cap"] = over
-        row["error"], row["one_version_ids"] = found.error, list(found.one_version_ids)
+        row["error"], row["one_version_ids"] = module.error, list(module.one_version_ids)
     df = _frame(rows, _GENERATED_TESTS_COLUMNS)
     df["problem_idx"] = df["problem_idx"].astype("Int32")
     df["n_tests"] = df["n_tests"].astype("int32")

@@ -9,7 +9,7 @@ and the reason in ``error`` (a file that collects against one version only start
 its tests would all score ``error`` on the other version and land in a cell by accident of
 import, not by what they assert.
 
-The same holds per test id (issue 17, item 4): an id that one version collects and the
+The same holds per test id: an id that one version collects and the
 other does not (a parametrize value computed from the function under test, a test defined
 under an ``if`` on its result) is not a test of the study. Only ids collected against both
 versions are scored (``test_ids``, fixed order); the others are kept in ``one_version_ids``
@@ -20,8 +20,9 @@ versions are scored (``test_ids``, fixed order); the others are kept in ``one_ve
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import pandas as pd
 
@@ -53,14 +54,14 @@ _ONE_VERSION = re.compile(r"^collected against the (buggy|fixed) version only\b"
 
 def stored_test_ids(value: object) -> list[str]:
     """``generated_tests.test_ids`` as stored (a DuckDB ``VARCHAR[]``: a list, a numpy array when read
-    through pandas, NULL) -> a list of str. Text means a DuckDB file from before issue 11 (JSON text)."""
+    through pandas, NULL) -> a list of str. Text (JSON) comes from a DuckDB file in the older format."""
     if isinstance(value, str):
         raise ValueError(
             "generated_tests.test_ids is text in this DuckDB file (written before it became VARCHAR[]): "
             "run `.venv/bin/python -m evalmislead_assets.store.schema --migrate DB_FILE` once")
     if value is None or (not hasattr(value, "__len__") and pd.isna(value)):
         return []
-    return [str(t) for t in value]  # type: ignore[union-attr]
+    return [str(t) for t in cast(Iterable[object], value)]
 
 
 def is_one_version_error(error: object) -> bool:

@@ -50,7 +50,8 @@ class Extraction:
 
     @property
     def normalised(self) -> bool:
-        return any(n.startswith(("import:", "removed_local_def:", "removed_main_block", "removed_runner_call")) for n in self.notes)
+        prefixes = ("import:", "removed_local_def:", "removed_main_block", "removed_runner_call")
+        return any(n.startswith(prefixes) for n in self.notes)
 
 
 def strip_reasoning(text: str) -> str:

@@ -69,8 +69,8 @@ def normalise_imports(source: str, entry_point: str, solution_names: set[str],
                and n.name in names]
     spans = [(min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno or n.lineno) for n in removed]
 
-    def kept(node: ast.AST) -> bool:
-        return not any(a <= node.lineno <= b for a, b in spans)  # type: ignore[attr-defined]
+    def kept(node: ast.stmt) -> bool:
+        return not any(a <= node.lineno <= b for a, b in spans)
 
     unknown_from = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and kept(n)
                     and ("." * n.level + (n.module or "")) != module
@@ -87,23 +87,23 @@ def normalise_imports(source: str, entry_point: str, solution_names: set[str],
             notes.append(f"import:{'.' * node.level + (node.module or '')}->{module}")
     uses = _attribute_uses(tree, set(unknown_plain))
     as_solution = {b for b in unknown_plain if uses[b] and uses[b] <= names}
-    for node in plain:
-        if not any((a.asname or a.name) in as_solution for a in node.names):
+    for imp in plain:
+        if not any((a.asname or a.name) in as_solution for a in imp.names):
             continue
         parts = []
-        for a in node.names:
+        for a in imp.names:
             if (a.asname or a.name) in as_solution:
                 parts.append(f"{module} as {a.asname or a.name}")
                 notes.append(f"import:{a.name}->{module}")
             else:
                 parts.append(a.name + (f" as {a.asname}" if a.asname else ""))
-        edits.append((node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0,
+        edits.append((imp.lineno, imp.col_offset, imp.end_lineno or imp.lineno, imp.end_col_offset or 0,
                       "import " + ", ".join(parts)))
-    for node, (first, last) in zip(removed, spans):
+    for definition, (first, last) in zip(removed, spans):
         edits.append((first, 0, last, 10 ** 9, ""))
-        notes.append(f"removed_local_def:{node.name}")
-    for node, note in _runner_statements(tree):
-        edits.append((node.lineno, 0, node.end_lineno or node.lineno, 10 ** 9, ""))
+        notes.append(f"removed_local_def:{definition.name}")
+    for statement, note in _runner_statements(tree):
+        edits.append((statement.lineno, 0, statement.end_lineno or statement.lineno, 10 ** 9, ""))
         notes.append(note)
     source = _apply_edits(source, edits)
     missing = _free_solution_names(source, names, module)

@@ -100,7 +100,7 @@ def _missing(value: Any) -> bool:
         return False
 
 
-def props_documents(wh: Warehouse, shas: Iterable[str]) -> dict[str, dict[str, Any]]:
+def props_documents(wh: Warehouse, shas: Iterable[str | None]) -> dict[str, dict[str, Any]]:
     wanted = sorted({s for s in shas if s})
     if not wanted:
         return {}

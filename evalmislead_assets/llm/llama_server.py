@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 
@@ -199,7 +200,7 @@ class EmbeddedServer:
         self.extra_args = list(extra_args or [])
         self.log_path = Path(log_path) if log_path else None
         self.proc: subprocess.Popen[bytes] | None = None
-        self._log_fh = None
+        self._log_fh: BinaryIO | None = None
 
     @property
     def url(self) -> str:

@@ -3,7 +3,7 @@
 Every request body names a model (the study's model name, or the server's alias), and every stored row
 is named after it. If the server behind a URL is restarted with another model file, the new answers
 would be stored under the old name, and a comparison would pair one model's buggy_code with another's
-fixed_code (issue 27, item 3b). So before a batch sends anything, the file each server serves (its
+fixed_code. So before a batch sends anything, the file each server serves (its
 ``/props`` ``model_path``, by file name, since the same model lives in different folders on different
 machines; else ``model_alias``) is compared with the files behind the stored answers of that model name
 (``llm_cache`` joined to ``server_props``); a difference is refused with one line. A server without

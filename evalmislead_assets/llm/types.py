@@ -180,4 +180,4 @@ def result_from_response(
 
 class ServedModelChanged(LLMUnreachable):
     """The server now serves another model than the stored answers under the same model name came from:
-    nothing was sent; one line naming both (issue 27, item 3b)."""
+    nothing was sent; one line naming both."""

@@ -29,7 +29,7 @@ Each mutant first meets the first passing test of the file; only the survivors m
 others. The kill flags are the same as running every test (a kill needs one non-pass), and
 ``killing_test`` is the first passing test, in file order, that does not pass on the mutant.
 
-Work cap (issue 15, item 12): ``max_runs`` bounds one file's runs, fixed runs included. It is
+Work cap: ``max_runs`` bounds one file's runs, fixed runs included. It is
 applied before any mutant runs: with n tests and M mutants, only the first
 ``k = max(1, (max_runs - n) // M)`` passing tests (file order) meet the mutants, so a file runs
 at most ``max(max_runs, n + M)`` times. The passing tests left out (``n_tests_capped``) and the

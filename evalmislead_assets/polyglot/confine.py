@@ -25,12 +25,13 @@ import os
 import resource
 import secrets
 import sys
+from types import ModuleType
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ISOLATION = os.path.join(os.path.dirname(_HERE), "sandbox", "isolation.py")
 
 
-def _isolation():  # type: ignore[no-untyped-def]
+def _isolation() -> ModuleType:
     if "_evalmislead_isolation" in sys.modules:
         return sys.modules["_evalmislead_isolation"]
     spec = importlib.util.spec_from_file_location("_evalmislead_isolation", _ISOLATION)
@@ -41,7 +42,7 @@ def _isolation():  # type: ignore[no-untyped-def]
     return module
 
 
-def _readonly_except(iso, keep: str) -> list[str]:  # type: ignore[no-untyped-def]
+def _readonly_except(iso: ModuleType, keep: str) -> list[str]:
     """Remount every mount read-only except ``keep`` (bound onto itself first); the mounts that refused."""
     iso._mount(None, "/", iso.MS_REC | iso.MS_PRIVATE)
     iso._mount(keep, keep, iso.MS_BIND | iso.MS_REC)

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from evalmislead_assets.sandbox.processes import signal_group
@@ -70,7 +71,7 @@ def _reader(fd: int, sink: bytearray) -> None:
                 sink.extend(chunk[: _MAX_RESULT_BYTES - len(sink)])
 
 
-def run_confined(cmd: list[str], files: dict[str, str | bytes], limits: ProcessLimits,
+def run_confined(cmd: list[str], files: Mapping[str, str | bytes], limits: ProcessLimits,
                  env: dict[str, str] | None = None, channel: str = "fds",
                  copy_back: tuple[str, str] | None = None) -> ProcessRun:
     """Run ``cmd`` in a fresh work folder holding ``files`` (relative name -> text or bytes).

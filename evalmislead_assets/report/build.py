@@ -43,7 +43,7 @@ def _table() -> Any:  # a dataclass field, typed as its DataFrame by the annotat
     return field(metadata={_TABLE: True})
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ReportData:
     """The stored rows a report is drawn from (each frame may be empty)."""
 
@@ -94,7 +94,7 @@ def load_data(source: Mapping[str, pd.DataFrame] | ReportSource | Warehouse,
                       review_csv=review_csv)
 
 
-def pick_example_task(warehouse) -> str | None:  # noqa: ANN001
+def pick_example_task(warehouse) -> str | None:
     """Task 30 when it has outcomes, else the buggy_code problem with the most misleading tests."""
     have = warehouse.query_df("SELECT count(*) AS n FROM test_outcomes WHERE task_id = ?", [EXAMPLE_TASK])
     if int(have["n"].iloc[0]):

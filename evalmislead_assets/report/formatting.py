@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from evalmislead_assets.store.values import is_missing
@@ -9,29 +11,29 @@ from evalmislead_assets.store.values import is_missing
 NOT_ESTIMABLE = "0 tests: not estimable"
 
 
-def pct(x: object, digits: int = 1) -> str:
+def pct(x: Any, digits: int = 1) -> str:
     return "–" if missing(x) else f"{100 * float(x):.{digits}f} %"
 
 
-def points(x: object) -> str:
+def points(x: Any) -> str:
     return "–" if missing(x) else f"{100 * float(x):+.1f}"
 
 
-def ci(lo: object, hi: object, as_points: bool = True) -> str:
+def ci(lo: Any, hi: Any, as_points: bool = True) -> str:
     if missing(lo) or missing(hi):
         return "–"
     f = points if as_points else (lambda v: f"{100 * float(v):.1f}")
     return f"[{f(lo)}, {f(hi)}]"
 
 
-def rate_with_ci(rate: object, lo: object, hi: object, n_tests: object) -> str:
+def rate_with_ci(rate: Any, lo: Any, hi: Any, n_tests: Any) -> str:
     """'12.5 % [3.1, 25.0]', or '0 tests: not estimable' when the denominator is zero."""
     if not missing(n_tests) and int(n_tests) == 0:
         return NOT_ESTIMABLE
     return f"{pct(rate)} {ci(lo, hi, False)}"
 
 
-def rate_or_not_estimable(rate: object, n_tests: object) -> str:
+def rate_or_not_estimable(rate: Any, n_tests: Any) -> str:
     if not missing(n_tests) and int(n_tests) == 0:
         return NOT_ESTIMABLE
     return pct(rate)

@@ -66,7 +66,7 @@ def _not_declared(name: str) -> ReportInputError:
 
 def read(warehouse: Warehouse) -> dict[str, pd.DataFrame]:
     """Every declared table from a warehouse, projected to its declared columns (all models' rows; the study
-    report is Python's: Java and JavaScript rows, issue 29, have their own section, report/sections/languages.py)."""
+    report is Python's: Java and JavaScript rows have their own section, report/sections/languages.py)."""
     def one(name: str, columns: Sequence[str] | None) -> pd.DataFrame:
         if name not in PER_LANGUAGE_TABLES:
             return warehouse.read_table(name, columns=list(columns) if columns else None)

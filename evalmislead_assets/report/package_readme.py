@@ -18,7 +18,8 @@ def _models(made: Mapping[str, Any]) -> list[str]:
 def package_readme(name: str, rows: Mapping[str, int], made: Mapping[str, Any], fmt: str) -> str:
     git = made.get("git") or {}
     commit = git.get("commit") or "unknown (not exported from a git checkout)"
-    dirty = {True: " with uncommitted changes (dirty)", False: " (clean)"}.get(git.get("dirty"), "")
+    dirty_words: dict[object, str] = {True: " with uncommitted changes (dirty)", False: " (clean)"}
+    dirty = dirty_words.get(git.get("dirty"), "")
     llama = made.get("llama_cpp") or {}
     env = made.get("python") or {}
     tables = "\n".join(f"| `{t}` | {n} |" for t, n in rows.items())

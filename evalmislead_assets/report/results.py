@@ -36,7 +36,7 @@ def _provenance(manifest: Mapping[str, Any] | None, props: Mapping[str, Mapping[
     if not manifest:
         return ["_Answers: generated live in this data folder (no answer pack)._"]
     builds = sorted({str(p.get("build_info")) for p in (props or {}).values() if p.get("build_info")})
-    recorded = (manifest.get("llama_cpp") or {}).get("build")  # packs written since issue 28 name the package
+    recorded = (manifest.get("llama_cpp") or {}).get("build")  # newer packs name the llama.cpp package; older ones only /props
     builds = [recorded] if recorded else builds
     shards = manifest.get("shards") or [{}]
     first = min((s.get("first_created_at") or "" for s in shards), default="")[:10]

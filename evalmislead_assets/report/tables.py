@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import re
 
+from typing import Any
+
 import pandas as pd
 
 from evalmislead_assets.store.values import is_missing
@@ -40,7 +42,7 @@ def rates_table(rates: pd.DataFrame, thinking: str) -> pd.DataFrame:
 
 
 def made_with_table(rates: pd.DataFrame) -> pd.DataFrame:
-    """What made each condition's answers (issue 27): template hash, the model the server answered as, the
+    """What made each condition's answers: template hash, the model the server answered as, the
     output cap, the problem count, and why a cell's rates are not estimable when its rows mix them."""
     if rates.empty or "template_sha256" not in rates:
         return pd.DataFrame()
@@ -92,7 +94,7 @@ def truncation_table(rates: pd.DataFrame) -> pd.DataFrame:
     } for _, x in rates.iterrows()])
 
 
-def _int(v: object) -> int:
+def _int(v: Any) -> int:
     return 0 if missing(v) else int(v)
 
 
@@ -140,7 +142,7 @@ def test_body(source: str | None, test_id: str) -> str | None:
     return None
 
 
-def example_section(data) -> list[str]:  # noqa: ANN001 (data: report.ReportData)
+def example_section(data) -> list[str]:  # data: report.ReportData
     p = data.example_problem
     if not p:
         return ["_No executed tests are stored yet._"]
@@ -176,7 +178,7 @@ def example_section(data) -> list[str]:  # noqa: ANN001 (data: report.ReportData
     return out
 
 
-def spec_section(data) -> list[str]:  # noqa: ANN001
+def spec_section(data) -> list[str]:
     lab = data.spec_labels
     if lab.empty:
         return ["_No spec labels stored (materialize `spec_labels`)._"]
@@ -228,7 +230,7 @@ def _matcher_note(rm: pd.DataFrame) -> str:
             "no-mention group, so the count above is, if anything, low.")
 
 
-def mentions_section(data) -> list[str]:  # noqa: ANN001
+def mentions_section(data) -> list[str]:
     s = data.reasoning_mention_summary
     if s.empty or data.reasoning_mentions.empty:
         return ["_No reasoning-mention rows (needs thinking-on `buggy_code` answers)._"]

@@ -195,7 +195,7 @@ def _answer_page(g: dict[str, Any], f: dict[str, Any] | None, tests: list[dict[s
 
 
 def _verified_note(f: dict[str, Any]) -> str:
-    """Whether the runner vouches for this file's verdicts (issue 26, docs/verified-subset.md)."""
+    """Whether the runner vouches for this file's verdicts (docs/verified-subset.md)."""
     v = f.get("verified")
     if v is None or (isinstance(v, float) and v != v):
         return "Verified subset: not checked."

@@ -16,7 +16,7 @@ asset's ``partition_expr`` metadata, else the dimension's name (`thinking`/`cond
 unpartitioned asset) in one transaction, so an empty frame clears the partition. An asset whose
 definition metadata names ``replace_by`` (the generation assets: ``task_id``) replaces only the
 rows of the values its frame holds: a run over a slice of problems keeps the partition's answers for
-every other problem (issue 27, item 3c).
+every other problem.
 ``load_input`` reads the upstream table filtered to the mapped upstream partitions when the
 downstream step is partitioned (e.g. `model_specs[on]` for `test_generations[model_spec|on]`),
 and every row when the downstream asset is unpartitioned. Input metadata ``columns`` (a
@@ -24,7 +24,7 @@ projection) and ``order_by`` are honoured.
 
 A model's asset (``study_models.model_for_path``: a per-model table, prefixed or the study's only model)
 reads and writes only that model's rows: ``model_name`` joins the partition columns, so materializing
-one model never deletes or rewrites another's. The same holds for languages (issue 29): ``language``, from the
+one model never deletes or rewrites another's. The same holds for languages: ``language``, from the
 key's language segment (``java/test_outcomes``; none: Python), scopes every per-language table
 (``study_models.language_for_path``), the problems and their validation included.
 
@@ -182,7 +182,7 @@ class WarehouseIOManager(ConfigurableIOManager):
         taken = data_lock.wait_and_hold(db, _command(context), say, partition=_partition_scope(context))
         _RUN_LOCKS[_run_key(context)] = taken
         try:
-            # rows from before models were data belong to the study file's first model (issue 19)
+            # rows without a model (older files) belong to the study file's first model
             owner = study_models.unnamed_rows_model()
             named = self.warehouse().name_unnamed_rows(owner)
         except BaseException as exc:
@@ -206,7 +206,7 @@ class WarehouseIOManager(ConfigurableIOManager):
             raise TypeError(f"{context.asset_key.to_user_string()}: the warehouse IO manager stores DataFrames, "
                             f"got {type(obj).__name__}")
         table = context.asset_key.path[-1]
-        wheres: Optional[list[dict[str, str]]] = None
+        wheres: Optional[list[dict[str, Any]]] = None
         fill: Optional[dict[str, str]] = None
         if context.has_asset_partitions:
             metadata = context.definition_metadata or {}
@@ -231,7 +231,8 @@ class WarehouseIOManager(ConfigurableIOManager):
         table = context.asset_key.path[-1]
         metadata = context.definition_metadata or {}
         columns: Sequence[str] = metadata.get("columns") or table_columns(table)
-        clause, params = "", []
+        clause: str = ""
+        params: list[Any] = []
         # a partitioned step reads the upstream partitions mapped to its own; an unpartitioned one reads all
         if context.has_asset_partitions and context.has_partition_key:
             upstream_meta = (context.upstream_output.definition_metadata

@@ -166,7 +166,7 @@ def module_process(plugin: ZygotePlugin, session: Any, moddir: str, collect_only
         after_import = _entries(workdir)
         import_state = ImportSnapshot.take(workdir)
         by_id = dict(zip(ids, items or []))
-        probe = None  # coverage_measure.Probe, built on the first request that asks for coverage
+        probe = None  # coverage_probe.Probe, built on the first request that asks for coverage
         reader = os.fdopen(ctrl_r, "rb", buffering=0)
         buf = b""
         while True:
@@ -243,7 +243,7 @@ def _set_up(plugin: ZygotePlugin, workdir: str, uid: int | None, fds: list[int])
 
 
 def _entries(top: str) -> set[str]:
-    found = set()
+    found: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(top):
         found.update(os.path.join(dirpath, n) for n in dirnames + filenames)
     return found
@@ -365,10 +365,10 @@ def _output_full(testdir: str) -> bool:
 
 
 def coverage_hooks() -> Any:
-    """coverage_measure, imported only when a request asks for coverage (the normal path never loads it)."""
-    from evalmislead_assets.sandbox import coverage_probe as coverage_measure
+    """coverage_probe, imported only when a request asks for coverage (the normal path never loads it)."""
+    from evalmislead_assets.sandbox import coverage_probe
 
-    return coverage_measure
+    return coverage_probe
 
 
 def _collect(plugin: ZygotePlugin, session: Any, moddir: str) -> tuple[list[Any] | None, str | None]:

@@ -40,7 +40,7 @@ Arc = tuple[int, int]
 
 def prepare() -> None:
     """Import coverage.py and its tracer once, in the zygote, before any fork."""
-    import coverage  # noqa: F401
+    import coverage
     import coverage.collector  # noqa: F401
 
 
@@ -165,7 +165,10 @@ def function_shape(source: str, entry_point: str) -> FunctionShape | None:
     parser = PythonParser(text=source)
     parser.parse_source()
     arcs = parser.arcs()
-    inside = (lambda n: lo <= n <= hi)
+
+    def inside(n: int) -> bool:
+        return lo <= n <= hi
+
     statements = frozenset(n for n in parser.statements if inside(n))
     branch_lines = {n for n, count in parser.exit_counts().items() if count > 1 and inside(n)}
     branches = frozenset((a, b) for a, b in arcs if a in branch_lines and b not in parser.excluded)

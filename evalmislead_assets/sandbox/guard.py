@@ -28,7 +28,10 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 TAMPER_EXIT = 86
 _FRAME_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._current_exceptions"})
@@ -78,7 +81,7 @@ def install() -> None:
         a test's behalf (logging, namedtuple, traceback), which is not the test reaching them."""
         state["busy"] = True  # walking frames raises audit events of its own: ignore those
         try:
-            frame = getframe(2)  # 0: this function, 1: the hook, 2: the code that raised the event
+            frame: FrameType | None = getframe(2)  # 0: this function, 1: the hook, 2: the code that raised the event
             n = 0
             while frame is not None:
                 name = frame.f_code.co_filename

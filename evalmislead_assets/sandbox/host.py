@@ -69,8 +69,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from evalmislead_assets.sandbox import seccomp as sandbox_seccomp
-from evalmislead_assets.sandbox import tamper_scan as sandbox_tamper
+from evalmislead_assets.sandbox import seccomp
+from evalmislead_assets.sandbox import tamper_scan
 from evalmislead_assets.sandbox.ipc import ZygoteProcess
 from evalmislead_assets.sandbox.isolation import Isolation, first_closed_dir
 from evalmislead_assets.sandbox.limits import (LIMIT_STATUSES, MAX_ID_CHARS, MAX_TESTS, TEST_TIMEOUT_S,  # noqa: F401
@@ -79,7 +79,7 @@ from evalmislead_assets.sandbox.limits import (LIMIT_STATUSES, MAX_ID_CHARS, MAX
 
 MODULE_UNDER_TEST = "solution"  # tests import the code under test as `from solution import f`
 TEST_FILE = "test_generated.py"
-# "tampered": see sandbox_tamper/_guard; "limit:*": the run ended on one of the runner's caps (limits.py)
+# "tampered": see tamper_scan.py and guard.py; "limit:*": the run ended on one of the runner's caps (limits.py)
 STATUSES = ("passed", "failed", "error", "timeout", "crashed", "tampered", *LIMIT_STATUSES)
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ class Ran:
     status: str
     detail: str
     seconds: float
-    coverage: dict[str, Any] | None = None  # run(coverage=True): the test process's payload (coverage_measure)
+    coverage: dict[str, Any] | None = None  # run(coverage=True): the test process's payload (coverage_probe.py)
 
 
 # --------------------------------------------------------------------------- host side
@@ -173,22 +173,23 @@ class Sandbox:
 
         Requests for the same module are served by one module process (one import and
         collection) that forks a fresh child per test. With ``coverage``, each test process
-        also records which arcs of solution.py it executed (Ran.coverage; coverage_measure).
+        also records which arcs of solution.py it executed (Ran.coverage; coverage_probe.py).
         """
         groups: dict[Module, list[int]] = {}
         out: list[Ran | None] = [None] * len(requests)
         flagged: dict[str, str | None] = {}
-        for i, (module, test_id) in enumerate(requests):
+        for i, (module, _test_id) in enumerate(requests):
             if module.tests not in flagged:
-                flagged[module.tests] = sandbox_tamper.scan(module.tests) if self.static_scan else None
+                flagged[module.tests] = tamper_scan.scan(module.tests) if self.static_scan else None
             why = flagged[module.tests]
             if why:  # decided on the host before any of the file runs: nothing inside it can change this
                 out[i] = Ran("tampered", f"reaches into the test harness: {why}"[: self.limits.detail_chars], 0.0)
             else:
                 groups.setdefault(module, []).append(i)
-        ops = [("run", m, [requests[i][1] for i in idx]) for m, idx in groups.items()]
+        ops: list[tuple[str, Module, list[str] | None]] = [("run", m, [requests[i][1] for i in idx])
+                                                          for m, idx in groups.items()]
         replies = self._execute(ops, coverage)
-        for (module, idx), reply in zip(groups.items(), replies):
+        for (_module, idx), reply in zip(groups.items(), replies):
             results = reply.get("results") or [reply] * len(idx)
             for i, r in zip(idx, results):
                 out[i] = Ran(r["status"], r.get("detail", ""), float(r.get("seconds", 0.0)), r.get("coverage"))
@@ -204,7 +205,7 @@ class Sandbox:
                     f"the sandbox base folder {self.base_dir} is below {closed[0]}, which other users cannot "
                     "enter; the tests run as a user of their own: use a folder every user can traverse (e.g. /tmp)")
         limits = self.host_limits()
-        missing = sandbox_seccomp.unavailable()
+        missing = seccomp.unavailable()
         if missing:  # every test process is filtered (kernel_state.py): never run one without
             raise SandboxUnavailable(missing)
         try:
@@ -265,14 +266,14 @@ class Sandbox:
                 except queue.Empty:
                     return
                 kind, module, test_ids = ops[i]
-                request = {"op": kind, "dir": os.path.join(prefix, dirs[module]) if prefix else dirs[module],
-                           "test_ids": test_ids}
+                request: dict[str, Any] = {"op": kind, "dir": os.path.join(prefix, dirs[module]) if prefix else dirs[module],
+                                           "test_ids": test_ids}
                 if coverage:
                     request["coverage"] = True
                 if zygote is None:
                     zygote = self._idle_zygote(limits, coverage)
                 if zygote is None:
-                    for attempt in range(_START_ATTEMPTS):
+                    for _attempt in range(_START_ATTEMPTS):
                         try:
                             zygote = start_zygote(zroot, limits, self.os_isolation)
                             break

@@ -1,4 +1,4 @@
-"""The work folder as the test module's import left it, restored before each test (issue 26).
+"""The work folder as the test module's import left it, restored before each test.
 
 The module process takes ``Snapshot.take(workdir)`` right after the import (before any test runs) and
 calls ``restore()`` after each test: whatever appeared since is removed (child.py's ``_remove_new``

@@ -73,7 +73,9 @@ def unshare(flags: int) -> None:
 
 
 def _mount(src: str | None, target: str, flags: int, fstype: str | None = None, data: str | None = None) -> None:
-    enc = (lambda x: x.encode() if x else None)
+    def enc(x: str | None) -> bytes | None:
+        return x.encode() if x else None
+
     _check(_c().mount(enc(src), target.encode(), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 

@@ -1,4 +1,4 @@
-"""Kernel state a test could share with another test or with the host, closed per process (issue 26).
+"""Kernel state a test could share with another test or with the host, closed per process.
 
 Two seccomp filters (libseccomp, through seccomp.py), built once in the zygote:
 

@@ -10,7 +10,7 @@ the sandbox's own modules, tracing and audit hooks, and the dynamic escapes that
 of these from a static view (``exec``/``eval``/``compile``/``__import__``/``importlib``,
 ``getattr``/``setattr`` with a computed name, ``globals()``/``vars()``/``__dict__``-style dunders).
 
-What honest tests write is left alone where it cannot reach the harness (issue 26): ``from solution
+What honest tests write is left alone where it cannot reach the harness: ``from solution
 import *`` (the code under test; a star import from any module outside a short list of pure ones
 is still flagged, as it hides the names it brings in), ``hasattr`` with any name (it answers yes
 or no, never hands back the attribute), ``self.config`` / ``self.session`` on a method's own

@@ -1,4 +1,4 @@
-"""The verified subset: the Python a test file may use for the runner to vouch for its verdict (issue 26).
+"""The verified subset: the Python a test file may use for the runner to vouch for its verdict.
 
 The runner's other defences (the static scan in tamper_scan.py, the audit hook and harness fingerprint in
 guard.py) are block lists: each closes routes that were found, and every release of Python and pytest adds
@@ -131,7 +131,7 @@ SETUP_HOOKS = frozenset({
 })
 _SAFE_ATTR_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"})  # read only: a string
 _MARK_SYS = frozenset({"version_info", "maxsize", "platform"})  # what a static mark condition may compare
-_OWN_INSTANCE_OK = frozenset({"config", "session"})  # a test class's own settings on self/cls (issue 26 item 1)
+_OWN_INSTANCE_OK = frozenset({"config", "session"})  # a test class's own settings on self/cls
 ALLOWED_FIXTURES = frozenset({"capsys", "capfd", "capsysbinary", "capfdbinary", "recwarn", "caplog", "subtests"})
 _STRING_CONDITION_MARKS = frozenset({"skipif", "xfail"})
 
@@ -409,7 +409,7 @@ def _call(node: ast.Call, ctx: _Context) -> str | None:
     if isinstance(func, ast.Attribute) and func.attr == "usefixtures":
         for arg in node.args:
             if isinstance(arg, ast.Constant) and arg.value not in ALLOWED_FIXTURES:
-                return f"uses the fixture {arg.value}"
+                return f"uses the fixture {arg.value!s}"
     return None
 
 

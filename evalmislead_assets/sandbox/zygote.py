@@ -22,20 +22,23 @@ import secrets
 import sys
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import io
 
 if __name__ == "__main__":  # started as a script: its own folder is sys.path[0]; import the package instead
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root
 
-from evalmislead_assets.sandbox import guard as sandbox_guard  # noqa: E402
-from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, UID_BASE, Limits  # noqa: E402
-from evalmislead_assets.sandbox.kernel_state import Filters, probe_test_namespaces  # noqa: E402
-from evalmislead_assets.sandbox.child import coverage_hooks, reap  # noqa: E402
-from evalmislead_assets.sandbox.supervisor import chain_supervisor  # noqa: E402
-from evalmislead_assets.sandbox.verdicts import crash_status  # noqa: E402
-from evalmislead_assets.sandbox.ipc import OVERSIZE, LineReader, write_line  # noqa: E402
-from evalmislead_assets.sandbox.isolation import PR_SET_CHILD_SUBREAPER, Isolation, prctl, setup_isolation  # noqa: E402
-from evalmislead_assets.sandbox.protocol import (MAX_LINE, MAX_TEST_LINE, Malformed,  # noqa: E402
+from evalmislead_assets.sandbox import guard as sandbox_guard
+from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, UID_BASE, Limits
+from evalmislead_assets.sandbox.kernel_state import Filters, probe_test_namespaces
+from evalmislead_assets.sandbox.child import coverage_hooks, reap
+from evalmislead_assets.sandbox.supervisor import chain_supervisor
+from evalmislead_assets.sandbox.verdicts import crash_status
+from evalmislead_assets.sandbox.ipc import OVERSIZE, LineReader, write_line
+from evalmislead_assets.sandbox.isolation import PR_SET_CHILD_SUBREAPER, Isolation, prctl, setup_isolation
+from evalmislead_assets.sandbox.protocol import (MAX_LINE, MAX_TEST_LINE, Malformed,
                                                  parse_collected, parse_prefixed, parse_setup, parse_unprefixed)
 
 _SETUP_TIMEOUT_S = 60.0  # the module process's own set-up (no test code): a mount, limits, a uid
@@ -67,13 +70,17 @@ def zygote_main(argv: list[str]) -> int:
     # A test's output goes to a log nobody reads; as under plain pytest's capture (errors="replace"), text
     # UTF-8 cannot encode (a lone surrogate) is written escaped instead of failing the print.
     for stream in (sys.stdout, sys.stderr):
-        stream.reconfigure(errors="backslashreplace")
+        cast("io.TextIOWrapper", stream).reconfigure(errors="backslashreplace")
     import pytest
 
     # run our loop before pytest's own (the plugin cannot import pytest at module level)
-    ZygotePlugin.pytest_runtestloop = pytest.hookimpl(tryfirst=True)(ZygotePlugin.pytest_runtestloop)
-    ZygotePlugin.pytest_runtest_logreport = pytest.hookimpl(tryfirst=True)(ZygotePlugin.pytest_runtest_logreport)
-    ZygotePlugin.pytest_collectreport = pytest.hookimpl(tryfirst=True)(ZygotePlugin.pytest_collectreport)
+    # (marking a method in place: the same function with pytest's hook attributes set on it)
+    ZygotePlugin.pytest_runtestloop = pytest.hookimpl(tryfirst=True)(  # type: ignore[method-assign]
+        ZygotePlugin.pytest_runtestloop)
+    ZygotePlugin.pytest_runtest_logreport = pytest.hookimpl(tryfirst=True)(  # type: ignore[method-assign]
+        ZygotePlugin.pytest_runtest_logreport)
+    ZygotePlugin.pytest_collectreport = pytest.hookimpl(tryfirst=True)(  # type: ignore[method-assign]
+        ZygotePlugin.pytest_collectreport)
     plugin = ZygotePlugin(root, limits, iso, proto_in, proto_out)
     plugin.filters = filters
     args = [
@@ -103,7 +110,7 @@ class ZygotePlugin:
         self.collect_failures: list[Any] = []
         self.reports: list[Any] = []
         self.children: set[int] = set()
-        self.pristine: Any = None  # sandbox_guard.harness_guard, taken after the warm-up
+        self.pristine: Any = None  # guard.harness_guard, taken after the warm-up
         self.guard: Any = None  # the same, set in a test process
         self.config: Any = None
         self.filters: Any = None  # kernel_state.Filters, built before any test code exists

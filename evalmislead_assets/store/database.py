@@ -6,10 +6,10 @@ does one short transaction and closes it, retrying with backoff while another
 process holds the lock. No run fails on the lock unless it is held for longer than
 ``lock_timeout_s`` (default 30 minutes), and each answer is committed as it arrives.
 
-New files are created in a storage version DuckDB 1.x readers open (``storage_format``); a file
+New files are created in a storage version DuckDB 1.x readers open (``file_format``); a file
 in DuckDB 2.x's own format is migrated once. Faults (full disk, a file deleted or replaced
-mid-run, a long lock wait) are one line each (``storage_faults``); strings DuckDB cannot store
-are escaped on write and recorded in ``storage_repairs`` (``storage_text``).
+mid-run, a long lock wait) are one line each (``faults``); strings DuckDB cannot store
+are escaped on write and recorded in ``storage_repairs`` (``text_repair``).
 """
 
 from __future__ import annotations
@@ -27,16 +27,17 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from evalmislead_assets.store import file_format as storage_format
+from evalmislead_assets.store import file_format
 from evalmislead_assets.store.schema import MODEL_COLUMN, PER_MODEL_TABLES, TABLES
-from evalmislead_assets.store.faults import (  # noqa: F401  (re-exported: callers import them from here)
+from evalmislead_assets.store.faults import (  # re-exported: callers import them from here
     FileIdentities, LockWaitReporter, StorageCorrupt, StorageDiskFull, StorageError, StorageFileGone,
     StorageFileReplaced, StorageLockTimeout, damaged, damaged_words, disk_full, disk_full_message,
 )
 from evalmislead_assets.store.text_repair import Repair, sanitise_frame, sanitise_params
 
 __all__ = [
-    "IDENTITIES", "StorageCorrupt", "StorageDiskFull", "StorageError", "StorageFileGone", "StorageFileReplaced", "StorageLockTimeout",
+    "IDENTITIES", "StorageCorrupt", "StorageDiskFull", "StorageError", "StorageFileGone", "StorageFileReplaced",
+    "StorageLockTimeout",
     "StudyConnection", "Warehouse", "ensure_schema", "record_repairs",
 ]
 
@@ -99,7 +100,7 @@ class Warehouse:
         while True:
             try:
                 return duckdb.connect(str(self.path), read_only=read_only,
-                                      config={**storage_format.connect_config(), **self.extra_config}), read_only
+                                      config={**file_format.connect_config(), **self.extra_config}), read_only
             except duckdb.Error as exc:
                 if read_only and not self.extra_config and _is_config_clash(exc):
                     # this process holds the file read-write already (and so the lock): reading
@@ -128,11 +129,11 @@ class Warehouse:
         with _FORMAT_LOCK:  # threads of this process wait for one migration (they would share its instance)
             if self.path in _FORMAT_CHECKED:
                 return
-            if storage_format.needs_migration(self.path):
+            if file_format.needs_migration(self.path):
                 con, _ = self._open(read_only=False)
                 try:  # checked again under the lock: another process may have migrated it meanwhile
-                    notice = (storage_format.migrate_open_file(con, self.path, TABLES["storage_info"])
-                              if storage_format.needs_migration(self.path) else None)
+                    notice = (file_format.migrate_open_file(con, self.path, TABLES["storage_info"])
+                              if file_format.needs_migration(self.path) else None)
                 finally:
                     con.close()
                 if notice:
@@ -152,19 +153,19 @@ class Warehouse:
         con, read_only = self._open(read_only)
         failed = False
         try:
-            IDENTITIES.check_open(self.path, os.stat(self.path), lambda: storage_format.database_id(con))
+            IDENTITIES.check_open(self.path, os.stat(self.path), lambda: file_format.database_id(con))
             first = IDENTITIES.known(self.path) is None
             if not read_only and not self._schema_ready:
                 with _SCHEMA_LOCK:
                     # again when a module registered more tables since, or the file was replaced
                     if _SCHEMA_DONE.get(self.path) != len(TABLES) or not _table_exists(con, "test_outcomes"):
                         ensure_schema(con)
-                        storage_format.record_storage_info(con)
+                        file_format.record_storage_info(con)
                         _SCHEMA_DONE[self.path] = len(TABLES)
                 self._schema_ready = True
                 first = True  # the database id may have just been written
             if first:
-                IDENTITIES.record(self.path, os.stat(self.path), storage_format.database_id(con))
+                IDENTITIES.record(self.path, os.stat(self.path), file_format.database_id(con))
             yield StudyConnection(con)
         except (duckdb.Error, OSError) as exc:
             failed = True
@@ -237,7 +238,7 @@ class Warehouse:
             _insert(con, table, df)
         return len(df)
 
-    def replace_partitions(self, table: str, df: pd.DataFrame, wheres: list[Mapping[str, Any]] | None) -> int:
+    def replace_partitions(self, table: str, df: pd.DataFrame, wheres: Sequence[Mapping[str, Any]] | None) -> int:
         """Delete the rows of every partition in ``wheres`` (all rows if None) and insert ``df``, in one
         transaction: an empty ``df`` still clears them."""
         with self.connect() as con, con.transaction():
@@ -248,7 +249,7 @@ class Warehouse:
         return len(df)
 
     def name_unnamed_rows(self, model_name: str) -> dict[str, int]:
-        """Give rows without a model (written before models were data, issue 19) ``model_name``, in one
+        """Give rows without a model (from a DuckDB file written before rows named their model) ``model_name``, in one
         transaction; returns the rows named per table (nothing when every row has its model)."""
         counts = {}
         with self.read_connection() as con:
@@ -353,7 +354,7 @@ class StudyConnection:
         return getattr(self.raw, name)
 
 
-def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+def _table_exists(con: duckdb.DuckDBPyConnection | StudyConnection, name: str) -> bool:
     return bool(
         con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'main' AND table_name = ?", [name]

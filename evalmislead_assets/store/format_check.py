@@ -3,7 +3,7 @@
     python -m evalmislead_assets.store.format_check DB            # e.g. "storage header version 64 (opens in DuckDB 1.x readers)"
     python -m evalmislead_assets.store.format_check --migrate DB  # what the next run would do anyway, now
 
-Migration is ``storage.Warehouse``'s own (``storage_format.migrate_open_file``): under the write lock,
+Migration is ``Warehouse``'s own (``file_format.migrate_open_file``): under the write lock,
 row counts compared, the original kept as ``<file>.2x-format-backup``.
 """
 

@@ -3,7 +3,7 @@
 One table per asset (same name), plus the LLM call log and cache. The registry is static: no
 module adds tables at import time; modules that need a table's column names read them from
 here (``column_names``). New columns may be appended; existing ones are never renamed, so old
-DuckDB files keep working (storage.ensure_schema adds missing columns; ``migrate`` converts
+DuckDB files keep working (database.ensure_schema adds missing columns; ``migrate`` converts
 columns whose type changed).
 
 Plain data only (no Dagster): ``dagster_metadata.table_schema`` turns ``column_schema`` into a
@@ -73,7 +73,7 @@ _ANSWER_META = (
     ("server_url", "VARCHAR"), ("server_props_sha256", "VARCHAR", "sha256 of the server's /props, kept in server_props"),
     ("cache_key", "VARCHAR", "llm_cache key of the answer"), ("error", "VARCHAR", "server error, else NULL"),
     ("created_at", "TIMESTAMP"),
-    # issue 10: server settings that affect determinism, per answer
+    # server settings that affect determinism, per answer
     ("total_slots", "INTEGER", "the server's parallel slots, from /props"),
     ("cache_prompt", "BOOLEAN", "the request's prompt-cache flag"),
     ("build_info", "VARCHAR", "the server's build, from /props"),
@@ -104,7 +104,7 @@ _SPECS: tuple[Table, ...] = (
         _THINKING, _TASK, ("server_url", "VARCHAR"), ("cache_key", "VARCHAR"), ("status_code", "INTEGER"),
         ("latency_s", "DOUBLE"), ("prompt_tokens", "INTEGER"), ("completion_tokens", "INTEGER"),
         ("error", "VARCHAR"),
-        # issue 15: the row is written before the request is sent and completed after
+        # the row is written before the request is sent and completed after
         ("state", "VARCHAR", "sent (written before sending; still so: the process was killed), answered, error, "
                              "abandoned (an interrupt stopped the wait)"),
         ("finished_at", "TIMESTAMP", "when the request ended; NULL: never completed"),
@@ -157,7 +157,7 @@ _SPECS: tuple[Table, ...] = (
         ("one_version_ids", "VARCHAR[]", "ids collected against one version only: not scored, not in n_tests"),
         ("n_tests_over_cap", "INTEGER", "collected tests past the per-answer cap: not scored, not in n_tests"),
         ("max_tests", "INTEGER", "the per-answer test cap in force"),
-        # issue 26
+        # the verified subset
         ("verified", "BOOLEAN", "the file is inside the verified subset (sandbox/verified_subset.py); NULL: "
                                 "scored before the check existed"),
         ("unverified_reason", "VARCHAR", "the first construct outside the subset, e.g. 'imports os'"),
@@ -179,7 +179,7 @@ _SPECS: tuple[Table, ...] = (
         ("n_branches_taken", "INTEGER"), ("branch_coverage", "DOUBLE", "NULL: no branch"), ("n_tests", "INTEGER"),
         ("n_tests_measured", "INTEGER", "tests that reported coverage"),
     ),
-    # ---------------------------------------------------------------- analysis (issue 5)
+    # ---------------------------------------------------------------- analysis
     _table(
         "condition_rates", "per condition × thinking: cell counts, rates with intervals, answer counts",
         _PLAN, _CONDITION, _THINKING, ("n_problems", "INTEGER"),
@@ -191,14 +191,14 @@ _SPECS: tuple[Table, ...] = (
         ("n_truncated_no_tests", "INTEGER"), ("n_unimportable", "INTEGER"), ("n_tests_collected", "INTEGER"),
         ("misleading_ci_low", "DOUBLE"), ("misleading_ci_high", "DOUBLE"), ("effective_ci_low", "DOUBLE"),
         ("effective_ci_high", "DOUBLE"), _LEVEL, _N_BOOT, _SEED,
-        # issue 10
+        # zero-test rules: one-version files, empty specs
         ("n_collect_one_version", "INTEGER", "files that collected against one version only"),
         ("n_empty_spec", "INTEGER", "answers not sent for an empty model spec"),
-        # issue 26: the sensitivity line, over the tests of verified files only (report-only)
+        # the sensitivity line, over the tests of verified files only (report-only)
         ("n_tests_verified", "INTEGER", "tests whose file is in the verified subset; NULL: not checked"),
         ("misleading_rate_verified", "DOUBLE", "misleading / n_tests_verified; NaN over zero"),
         ("effective_rate_verified", "DOUBLE", "effective / n_tests_verified; NaN over zero"),
-        # issue 27: what made the cell's answers; a mixed cell's rates are not estimable
+        # what made the cell's answers; a mixed cell's rates are not estimable
         ("template_sha256", "VARCHAR", "the test-generation template of every answered row; NULL: mixed or unknown"),
         ("reported_model", "VARCHAR", "the model every answered row names; NULL: mixed or unknown"),
         ("max_tokens", "INTEGER", "the output cap of every answered request; NULL: mixed or unknown"),
@@ -414,7 +414,7 @@ _SPECS: tuple[Table, ...] = (
     ),
 )
 
-# Tables written by a model's assets: each row names its model (issue 19). The column is appended,
+# Tables written by a model's assets: each row names its model. The column is appended,
 # so files from before it keep their columns; their rows get the study's first model's name at the
 # next run (Warehouse.name_unnamed_rows).
 MODEL_COLUMN = "model_name"
@@ -429,9 +429,9 @@ _MODEL = Column(MODEL_COLUMN, "VARCHAR", "the study's name of the model whose an
 _SPECS = tuple(Table(t.name, t.description, (*t.columns, _MODEL)) if t.name in PER_MODEL_TABLES else t
                for t in _SPECS)
 
-# Tables whose rows belong to one language of the study (issue 29): the problems, their validation and every
+# Tables whose rows belong to one language of the study: the problems, their validation and every
 # per-model table. The column is appended with a default, so a file from before it opens with every old row
-# as Python's (storage.ensure_schema adds it; DuckDB fills the default into existing rows).
+# as Python's (database.ensure_schema adds it; DuckDB fills the default into existing rows).
 LANGUAGE_COLUMN = "language"
 PER_LANGUAGE_TABLES: tuple[str, ...] = ("problems", "problem_validation", *PER_MODEL_TABLES)
 _LANGUAGE = Column(LANGUAGE_COLUMN, "VARCHAR DEFAULT 'python'",
@@ -439,7 +439,7 @@ _LANGUAGE = Column(LANGUAGE_COLUMN, "VARCHAR DEFAULT 'python'",
 _SPECS = tuple(Table(t.name, t.description, (*t.columns, _LANGUAGE)) if t.name in PER_LANGUAGE_TABLES else t
                for t in _SPECS)
 
-# ---------------------------------------------------------------- across models (issue 19)
+# ---------------------------------------------------------------- across models
 _BY_NAME = {t.name: t for t in _SPECS}
 
 
@@ -484,7 +484,8 @@ _SPECS = (*_SPECS,
     ),
     _table(
         "model_sizes", "the size table: one family's models by parameter count, rates per condition",
-        _PLAN, ("size_rank", "INTEGER", "1 = the smallest; models of equal size share a rank"), (MODEL_COLUMN, "VARCHAR", _MODEL.description), ("size", "VARCHAR", "size label, e.g. 1.5B"),
+        _PLAN, ("size_rank", "INTEGER", "1 = the smallest; models of equal size share a rank"),
+        (MODEL_COLUMN, "VARCHAR", _MODEL.description), ("size", "VARCHAR", "size label, e.g. 1.5B"),
         ("n_params_billion", "DOUBLE"), _THINKING, _CONDITION, ("n_tests", "BIGINT"), ("n_misleading", "BIGINT"),
         ("n_effective", "BIGINT"), ("misleading_rate", "DOUBLE"), ("misleading_ci_low", "DOUBLE"),
         ("misleading_ci_high", "DOUBLE"), ("effective_rate", "DOUBLE"), ("effective_ci_low", "DOUBLE"),
@@ -492,7 +493,7 @@ _SPECS = (*_SPECS,
     ),
 )
 
-# ---------------------------------------------------------------- across languages (issue 29)
+# ---------------------------------------------------------------- across languages
 _SPECS = (*_SPECS,
     _table(
         "language_comparisons", "one model's languages side by side: language_a minus language_b per condition "
@@ -551,7 +552,7 @@ def table_description(table: str) -> str:
 def migrate(con: Any) -> list[str]:
     """Bring an existing DuckDB file's column types up to the registry; returns what changed.
 
-    - ``generated_tests.test_ids``: JSON text (``VARCHAR``, before issue 11) -> ``VARCHAR[]``; rows that
+    - ``generated_tests.test_ids``: JSON text (``VARCHAR``, in older files) -> ``VARCHAR[]``; rows that
       newer code wrote into the old column hold DuckDB's text form of a list, which casts back exactly.
     """
     done = []

@@ -5,7 +5,7 @@ surrogates U+D800-U+DFFF, which JSON's ``"\\ud800"`` escape yields when a server
 a pair. DuckDB refuses such a string ("cannot encode str as UTF-8"), and a deterministic server
 sends it on every retry, so one answer would block its partition for good. ``escape_surrogates``
 replaces each one with the six characters ``\\udXXX`` (what JSON would write), and the callers
-(``storage.Warehouse`` on every write) record what they changed in the ``storage_repairs`` table.
+(``Warehouse`` on every write) record what they changed in the ``storage_repairs`` table.
 """
 
 from __future__ import annotations

@@ -5,14 +5,14 @@ created in any DuckDB file by any process; the analysis tables (condition_rates,
 bootstrap_comparisons, ...) are summaries already and are queried directly.
 Order matters: a view may use the views above it. Every view keeps `model_name` (its first column)
 and joins on it, so one query sees every model side by side and never pairs two models' rows. Every view
-ends with `language` (issue 29; rows of two languages never join: their task_ids differ, Python/30 and
+ends with `language` (rows of two languages never join: their task_ids differ, Python/30 and
 Java/30), so `select language, ... from live_rates` sets the languages side by side.
 """
 
 from __future__ import annotations
 
 def same(a: str, b: str) -> str:
-    """Two tables' rows of one answer: the same model (a row written before models were data has none:
+    """Two tables' rows of one answer: the same model (a row of an older file has none:
     NULL matches NULL), condition, thinking mode and problem."""
     return (f"{a}.model_name IS NOT DISTINCT FROM {b}.model_name AND {a}.condition = {b}.condition "
             f"AND {a}.thinking = {b}.thinking AND {a}.task_id = {b}.task_id")

@@ -24,7 +24,7 @@ Plain data (no Dagster). The file lists one ``[[models]]`` table per model::
 
 Top level, the study's own settings: ``problems = "0-9,30"`` (or a list of numbers; EVALMISLEAD_PROBLEMS and
 ``evalmislead run --problems`` override it), and ``languages = ["python", "java", "js"]`` (default
-``["python"]``): the HumanEvalPack splits the study runs (issue 29; docs/languages.md).
+``["python"]``): the HumanEvalPack splits the study runs (docs/languages.md).
 
 An optional ``[execution]`` table says where the sandboxed test runs go (``parse_execution``; docs/distributed.md)::
 
@@ -343,14 +343,6 @@ def _check_unique(models: Iterable[ModelSpec], source: str) -> None:
             raise StudyError(f"{source}: models {seen[m.key]!r} and {m.name!r} have the same key {m.key!r}; rename one")
         seen[m.key] = m.name
 
-
-def load_study(path: Path, bundled_names: Iterable[str]) -> Study:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise StudyError(f"study file {path} cannot be read ({exc.strerror or exc}); point EVALMISLEAD_STUDY at a "
-                         "study.toml or unset it") from None
-    return parse_study(text, str(path), bundled_names)
 
 
 def select(study: Study, names: Iterable[str], bundled_defaults: Mapping[str, ModelSpec]) -> Study:

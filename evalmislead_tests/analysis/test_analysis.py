@@ -135,7 +135,7 @@ def test_truncation_matched_subset_and_thinking_comparison_by_hand(plan):
     fe = row(tc, condition="fixed_code", metric="effective_rate")
     assert (fe.rate_off, fe.rate_on, fe.estimate) == (pytest.approx(1 / 3), 1.0, pytest.approx(2 / 3))
     assert (fe.ci_low, fe.ci_high) == (pytest.approx(0.5), pytest.approx(1.0))
-    # issue 27: the same template and model in both modes (caps differ by design): compared as before
+    # the same template and model in both modes (caps differ by design): compared as before
     gens = gens.assign(template_sha256="a" * 64, model="m", max_tokens=gens["thinking"].map({"off": 4096, "on": 16384}))
     same = thinking_comparisons(outcomes, sub, plan, gens)
     assert same["estimate"].tolist() == tc["estimate"].tolist() and same["note"].isna().all()
@@ -379,7 +379,7 @@ def test_spec_label_splits_by_label_a(plan):
 
 
 def test_rates_over_verified_tests_are_a_sensitivity_line_beside_the_rates(plan):
-    """Issue 26: condition_rates gives each rate over the tests of verified files only, on the same problems;
+    """condition_rates gives each rate over the tests of verified files only, on the same problems;
     files stored before the check (verified NULL) make the line 'not checked', never a number."""
     outcomes, gens, gt = tables()
     # buggy_code|off: Python/0 (M, M, BP) is outside the subset; Python/1 (E, BF), /3 (E), /4 (M) inside

@@ -1,4 +1,4 @@
-"""Coverage of the function under test (issue 12): measured in the real sandbox, united per file and
+"""Coverage of the function under test: measured in the real sandbox, united per file and
 version, banded, and reported with SQL that recomputes every number."""
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def test_report_section_without_rows_shows_no_numbers(frames: dict) -> None:
 
 
 @pytest.mark.slow
-def test_asset_materializes_one_partition(seeded_warehouse) -> None:  # noqa: ANN001
+def test_asset_materializes_one_partition(seeded_warehouse) -> None:
     from dagster import DagsterInstance, materialize
 
     from evalmislead_assets.assets import coverage as coverage_assets

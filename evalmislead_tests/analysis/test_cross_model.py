@@ -255,14 +255,14 @@ def test_render_one_model_and_nothing_stored(plan):
 
 
 def test_equal_sizes_share_a_rank(plan):
-    """Issue 27: two 1B models got ranks 1 and 2."""
+    """Two models of the same size (1B and 1000M) share a rank."""
     r = cm.per_model_rates(*frames({m: HAND["a"] for m in ("p", "q", "r")}), plan)
     s = cm.size_table(r, {"p": "1B", "q": "1000M", "r": "3B"})
     assert dict(zip(s["model_name"], s["size_rank"])) == {"p": 1, "q": 1, "r": 3}
 
 
 def test_a_difference_that_is_zero_in_every_resample_does_not_exclude_zero(plan):
-    """Issue 27: the mean of 0.1, 0.2, 0.3 minus the mean of 0.3, 0.2, 0.1 is 3.7e-17 in floats, read as > 0."""
+    """The mean of 0.1, 0.2, 0.3 minus the mean of 0.3, 0.2, 0.1 is 3.7e-17 in floats: it must not read as > 0."""
     def cells(k):
         return [M] * k + [BP] * (10 - k)
     study = {m: {("buggy_code", "off"): {1: cells(k)}, ("fixed_code", "off"): {1: cells(4 - k)}}

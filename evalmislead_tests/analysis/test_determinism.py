@@ -1,4 +1,4 @@
-"""The determinism probe (issue 10): sampling, cache bypass, shares, sensitivity, report section."""
+"""The determinism probe: sampling, cache bypass, shares, sensitivity, report section."""
 
 import json
 from datetime import datetime
@@ -34,7 +34,7 @@ class ScriptedLLM(LLMResource):
     total_slots: int = 4
     build_info: str = "b6000-fake"
 
-    def client(self, transport: httpx.BaseTransport | None = None, model: object = None):  # noqa: ANN201
+    def client(self, transport: httpx.BaseTransport | None = None, model: object = None):
         def handler(request: httpx.Request) -> httpx.Response:
             if request.url.path == "/props":
                 return httpx.Response(200, json={"model_alias": "fake-model", "total_slots": self.total_slots,
@@ -84,7 +84,7 @@ def _store(wh: Warehouse, rows: list[tuple[str, str, str, str | None]]) -> pd.Da
     return df
 
 
-def _probe(llm: LLMResource, n: int = 10):  # noqa: ANN202
+def _probe(llm: LLMResource, n: int = 10):
     return materialize(
         with_stored([probe_assets.determinism_probe]),
         resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(), "llm": llm},
@@ -92,7 +92,7 @@ def _probe(llm: LLMResource, n: int = 10):  # noqa: ANN202
     )
 
 
-def _meta(result) -> dict:  # noqa: ANN001
+def _meta(result) -> dict:
     mat = result.asset_materializations_for_node("determinism_probe")[0]
     return {k: v.value for k, v in mat.metadata.items()}
 

@@ -1,4 +1,4 @@
-"""Issue 29: one model's languages side by side, paired on problem_idx (analysis/language_comparison.py)."""
+"""One model's languages side by side, paired on problem_idx (analysis/language_comparison.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""spec_labels on an empty model_specs table (issue 15, end of item 11): no KeyError: 'thinking'."""
+"""spec_labels on an empty model_specs table: no KeyError: 'thinking'."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Paired bootstrap over problems: exact agreement with a loop, scipy cross-check, edge cases."""
 
-import time
 
 import numpy as np
 import pytest

@@ -76,6 +76,7 @@ def _resources(wh: Warehouse) -> dict:
     return {"warehouse": WarehouseResource(path=str(wh.path)), "io_manager": WarehouseIOManager(path=str(wh.path))}
 
 
+@pytest.mark.slow
 def test_condition_rates_and_bootstrap_from_stored_rows(wh):
     store_upstream(wh, modes=("off",))
     res = materialize(with_stored([assets.condition_rates, assets.bootstrap_comparisons]), resources=_resources(wh))
@@ -124,7 +125,7 @@ def test_condition_rates_and_bootstrap_from_stored_rows(wh):
 
 
 def test_condition_rates_asset_counts_only_files_with_code_as_unimportable(wh):
-    """Issue 10: answers without code are not unimportable files; one-version collection is counted."""
+    """Answers without code are not unimportable files; one-version collection is counted."""
     from evalmislead_assets.execution.collection import merge
     from evalmislead_assets.sandbox.host import Collected
 
@@ -141,6 +142,7 @@ def test_condition_rates_asset_counts_only_files_with_code_as_unimportable(wh):
     assert (r.loc["fixed_code", "n_unimportable"], r.loc["fixed_code", "n_collect_one_version"]) == (0, 0)
 
 
+@pytest.mark.slow
 def test_rematerializing_replaces_rows(wh):
     store_upstream(wh, modes=("off",), n_problems=10)
     r = _resources(wh)
@@ -239,10 +241,11 @@ def test_a_failing_judge_server_fails_spec_labels_instead_of_storing_null_labels
     assert not res.asset_materializations_for_node("spec_labels")
 
 
-def _materialized(res, node: str) -> dict[str, dict]:  # noqa: ANN001
+def _materialized(res, node: str) -> dict[str, dict]:
     return {m.asset_key.to_user_string(): m.metadata for m in res.asset_materializations_for_node(node)}
 
 
+@pytest.mark.slow
 def test_reasoning_mentions_stores_its_side_tables_as_assets(wh):
     """One step, three assets: each table stored by the IO manager (this model's rows), each with its metadata."""
     from evalmislead_assets import study_models
@@ -298,6 +301,7 @@ class CapRecordingJudge(FakeJudge):
         return super().run_batch(warehouse, requests, log)
 
 
+@pytest.mark.slow
 def test_the_judge_cap_comes_from_run_config_else_the_environment(wh, monkeypatch):
     """EVALMISLEAD_JUDGE_MAX_TOKENS reaches judge_specs as a value; the launchpad's judge_max_tokens wins."""
     from dagster import RunConfig

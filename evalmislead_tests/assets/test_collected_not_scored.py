@@ -1,5 +1,5 @@
-"""Collected test ids that are not scored: ids collected on one version only (issue 17, item 4) and tests
-past the per-answer cap (issue 15, item 12), from extraction through the real sandbox to the report section."""
+"""Collected test ids that are not scored: ids collected on one version only and tests
+past the per-answer cap, from extraction through the real sandbox to the report section."""
 
 from __future__ import annotations
 
@@ -60,8 +60,8 @@ def stored() -> tuple[pd.DataFrame, pd.DataFrame]:
 def _one_version_ids() -> list[str]:
     """The ids only one version collects, computed from the function under test as pytest names them."""
     buggy, fixed = {}, {}
-    exec(BUGGY, buggy)  # noqa: S102 (our own two-line function)
-    exec(FIXED, fixed)  # noqa: S102
+    exec(BUGGY, buggy)  # our own two-line function
+    exec(FIXED, fixed)
     return [f"test_value_is_positive[{fixed['f'](1)}]", f"test_value_is_positive[{buggy['f'](1)}]"]
 
 

@@ -1,4 +1,4 @@
-"""An empty model-written spec gets no model_spec test prompt: its answer row says why (issue 10, item 4)."""
+"""An empty model-written spec gets no model_spec test prompt: its answer row says why."""
 
 import pandas as pd
 import pytest

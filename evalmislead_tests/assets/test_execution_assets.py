@@ -138,6 +138,7 @@ def test_partition_extracts_collects_runs_and_checks_pass(seeded_warehouse: Ware
     assert len(wh.read_table("test_outcomes", where={"condition": "fixed_code"})) == 3
 
 
+@pytest.mark.slow
 def test_checks_fail_on_missing_or_wrong_rows(seeded_warehouse: Warehouse) -> None:
     """The checks read only the tables, so seeded rows (no sandbox run) exercise them."""
     wh = seeded_warehouse

@@ -195,8 +195,10 @@ def test_thinking_on_stores_reasoning_content(seeded_warehouse, monkeypatch, tmp
     wh = seeded_warehouse
     monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30,0")
     args = ["--chat-template-file", str(QWEN_STYLE_TEMPLATE)]
-    with EmbeddedServer(parallel=2, ctx_per_slot=1024, extra_args=args, log_path=tmp_path / "s.log", model=smollm2_model()) as srv:
-        result = _run(srv.url, generation.test_generations, partition_key("buggy_code", "on"), {"max_tokens": 64, "grammar": THINK_GRAMMAR})
+    with EmbeddedServer(parallel=2, ctx_per_slot=1024, extra_args=args, log_path=tmp_path / "s.log",
+                        model=smollm2_model()) as srv:
+        result = _run(srv.url, generation.test_generations, partition_key("buggy_code", "on"),
+                      {"max_tokens": 64, "grammar": THINK_GRAMMAR})
     rows = wh.read_table("test_generations")
     assert len(rows) == 2 and set(rows["thinking"]) == {"on"}
     for row in rows.to_dict("records"):
@@ -215,7 +217,8 @@ def test_thinking_flag_is_not_trusted(seeded_warehouse, llama_server, monkeypatc
     """Inline <think> in a thinking-off answer is split off and fails the check; a thinking-on run with no reasoning fails too."""
     wh = seeded_warehouse
     monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30,0")
-    off = _run(llama_server, generation.test_generations, partition_key("signature_only", "off"), {"max_tokens": 64, "grammar": THINK_GRAMMAR})
+    off = _run(llama_server, generation.test_generations, partition_key("signature_only", "off"),
+               {"max_tokens": 64, "grammar": THINK_GRAMMAR})
     assert off.success  # the answers are kept; the check carries the alarm
     passed, description = _check(off)
     assert not passed and "2 of 2 thinking-off answers carry reasoning" in description

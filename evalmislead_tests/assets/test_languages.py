@@ -1,4 +1,4 @@
-"""Issue 29: a study of Python, JavaScript and Java through real Dagster runs against a fake server.
+"""A study of Python, JavaScript and Java through real Dagster runs against a fake server.
 
 The fake server answers each prompt as its language asks (a pytest, node:test or JUnit 5 file) with one test
 that asserts the bug (misleading) and one that asserts the fix (effective); the real extraction, runners and
@@ -59,7 +59,7 @@ def answer_for(prompt: str) -> str:
             f"def test_catches_the_bug():\n    assert {good}\n```\n")
 
 
-def _defs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, languages: str):  # noqa: ANN202
+def _defs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, languages: str):
     study = tmp_path / "study.toml"
     study.write_text(f'languages = {languages}\n[[models]]\nname = "coder"\nbundled = "qwen2.5-coder-0.5b"\n')
     monkeypatch.setenv("EVALMISLEAD_STUDY", str(study))
@@ -93,7 +93,7 @@ def test_python_js_and_java_side_by_side_in_real_dagster_runs(seeded_warehouse: 
 
             versioned: set[str] = set()
 
-            def run(selection: list[str], key=None) -> None:  # noqa: ANN001
+            def run(selection: list[str], key=None) -> None:
                 result = materialize(assets, selection=[AssetKey.from_user_string(s) for s in selection],
                                      partition_key=key, resources=resources, instance=DagsterInstance.ephemeral())
                 assert result.success

@@ -1,4 +1,4 @@
-"""report/models.md from a real Dagster run of the cross-model assets (issue 27), on stored rows of three models.
+"""report/models.md from a real Dagster run of the cross-model assets, on stored rows of three models.
 
 The rows are chosen so that every way the report went wrong shows: a mean difference that is 0 in every
 resample (float noise of 3.7e-17 read as "excludes 0"), a condition's rate row over more problems than the
@@ -43,7 +43,7 @@ STUDY = {
 }
 
 
-def _seed(wh) -> None:  # noqa: ANN001
+def _seed(wh) -> None:
     outcomes, gens, gt = [], [], []
     for model, cells in STUDY.items():
         for (cond, thinking), probs in cells.items():
@@ -94,6 +94,7 @@ def _statements(md: str) -> list[tuple[str, str, str]]:
 WHY = {"no rows", "no common problem", "0 tests: not estimable", "not defined: a model has 0 tests"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_models_report_prints_what_its_sql_returns(seeded_warehouse, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""Issue 27, item 3: a study never mixes or shrinks silently, through real Dagster runs against a fake server.
+"""A study never mixes or shrinks silently, through real Dagster runs against a fake server.
 
 (c) a run over a slice of problems replaces only that slice's answers and says first that the partition
 keeps the others; (a) a template edited and one condition generated again: the analysis refuses the
@@ -49,6 +49,7 @@ def _problems(wh: Warehouse, condition: str) -> list[int]:
     return df["problem_idx"].tolist()
 
 
+@pytest.mark.slow
 def test_a_slice_rerun_keeps_the_partitions_other_problems_and_says_so(seeded_warehouse, monkeypatch) -> None:
     wh = seeded_warehouse
     with FakeLLMServer() as fake:
@@ -58,7 +59,7 @@ def test_a_slice_rerun_keeps_the_partitions_other_problems_and_says_so(seeded_wa
         monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30")
         _, logs = _run(fake.url, "buggy_code")
         assert fake.chat_requests == 5  # only problem 30 was asked
-        assert _problems(wh, "buggy_code") == [0, 1, 2, 3, 30]  # it used to hold [30] alone
+        assert _problems(wh, "buggy_code") == [0, 1, 2, 3, 30]  # the other problems' answers are kept
         assert any("this run asks 1 problems (30); the partition keeps its stored answers for 4 other problems "
                    "(0-3) and will hold 5" in m for m in logs), logs
         monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "0-3")
@@ -79,6 +80,7 @@ def _analysis_inputs(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
     return outcomes, gens, gt
 
 
+@pytest.mark.slow
 def test_an_edited_template_never_yields_a_comparison_across_prompt_versions(seeded_warehouse, monkeypatch,
                                                                                tmp_path) -> None:
     wh = seeded_warehouse

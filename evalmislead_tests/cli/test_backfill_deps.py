@@ -1,4 +1,4 @@
-"""A backfill of a partition whose input partition is not materialized (issue 28, item 7).
+"""A backfill of a partition whose input partition is not materialized.
 
 A UI backfill of `model_spec|on` without `model_specs|on` failed and the daemon retried the same failure
 twice. Now `evalmislead backfill` names the missing input partitions in one line and launches nothing,

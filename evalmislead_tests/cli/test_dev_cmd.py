@@ -1,4 +1,4 @@
-"""`evalmislead dev` stops on the first SIGINT with all its children, even started in the background (issue 28).
+"""`evalmislead dev` stops on the first SIGINT with all its children, even started in the background.
 
 `dagster dev -w workspace.yaml`, started in the background by a non-interactive shell (a script, a CI step),
 inherits SIGINT ignored, and Dagster copies that to SIGTERM: it ignored both (200 s measured) until SIGKILL,

@@ -1,4 +1,4 @@
-"""One true line, exit 2, through the real CLI (issue 27, item 7): a truncated or damaged DuckDB file (it
+"""One true line, exit 2, through the real CLI: a truncated or damaged DuckDB file (it
 keeps its header), a DAGSTER_HOME the Dagster instance cannot use, a nearly full TMPDIR."""
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def test_a_truncated_or_damaged_duckdb_file_is_one_line_in_sql_and_run(tmp_path:
 
 
 
+@pytest.mark.slow
 def test_a_truncated_duckdb_file_fails_a_dagster_run_with_the_one_line_first(tmp_path: Path) -> None:
     """`dagster asset materialize` (a Dagster run, not `evalmislead run`): the run's failure is the one line
     itself, not "Error executing resource_fn on ResourceDefinition io_manager" with the line as its cause; the
@@ -95,6 +96,7 @@ def test_a_truncated_duckdb_file_fails_a_dagster_run_with_the_one_line_first(tmp
     assert error.message.strip() == shown and "\n" not in error.message.strip()
 
 
+@pytest.mark.slow
 def test_a_dagster_home_too_long_for_sqlite_is_one_line_naming_it(tmp_path: Path) -> None:
     home = tmp_path.joinpath(*["d" * 60] * 10)  # ~640 characters: SQLite opens no file below it
     err = _one_line(_cli(_env(tmp_path, DAGSTER_HOME=str(home)), "run"))

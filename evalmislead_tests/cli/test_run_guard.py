@@ -1,4 +1,4 @@
-"""One `evalmislead run` per data folder (issue 15, item 8), with real processes."""
+"""One `evalmislead run` per data folder, with real processes."""
 
 from __future__ import annotations
 

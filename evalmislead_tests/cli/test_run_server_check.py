@@ -1,4 +1,4 @@
-"""`evalmislead run` with an LLM server that is down: one line before anything runs, no stack trace (issue 28).
+"""`evalmislead run` with an LLM server that is down: one line before anything runs, no stack trace.
 
 Before, the run validated the 164 problems (about 20 s), then the spec step found the server down and
 printed its error twice with a Dagster stack trace each time (75 lines) before the run's own line.
@@ -39,6 +39,7 @@ def _env(tmp_path: Path, url: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_a_server_that_is_down_is_one_line_before_any_step(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{_free_port()}"
     proc = subprocess.run([sys.executable, "-m", "evalmislead_assets.cli", "run", "--conditions", "buggy_code"],

@@ -91,7 +91,7 @@ def test_user_errors_are_one_line_exit_2(files, capsys, broken: str, message: st
 
 
 def test_a_host_limit_too_low_for_the_sandbox_is_one_line_exit_2(files) -> None:
-    """Issue 27: under a hard open-file limit below what the runner needs, one line before anything runs."""
+    """Under a hard open-file limit below what the runner needs, one line before anything runs."""
     import os
     import resource
     import subprocess
@@ -109,7 +109,7 @@ def test_a_host_limit_too_low_for_the_sandbox_is_one_line_exit_2(files) -> None:
 
 
 def test_a_file_writing_forged_lines_is_tampered_and_the_json_still_comes(files, capsys) -> None:
-    """Issue 20: an unknown status / a non-object line made `score` exit 1 with no JSON (the batch lost); the
+    """An unknown status / a non-object line does not make `score` exit 1 with no JSON (losing the batch); the
     runtime path (one malformed line costs one test) is in sandbox/test_sandbox_adversarial.py."""
     files["tests"].write_text(
         "import os\nfrom solution import get_positive\n\n"

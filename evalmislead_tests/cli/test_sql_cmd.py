@@ -94,7 +94,8 @@ def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def _hold_write_lock(db: Path, seconds: float) -> subprocess.Popen:
-    code = f"import duckdb, sys, time; c = duckdb.connect({str(db)!r}); print('locked', flush=True); time.sleep({seconds}); c.close()"
+    code = (f"import duckdb, sys, time; c = duckdb.connect({str(db)!r}); print('locked', flush=True); "
+            f"time.sleep({seconds}); c.close()")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "locked"
     return proc
@@ -131,6 +132,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_reads_during_writes_see_whole_partitions(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A writer replaces one partition 60 times while we read it: every read succeeds and sees one whole write."""
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(db), "60"], stdout=subprocess.PIPE, text=True)
@@ -151,7 +153,7 @@ def test_reads_during_writes_see_whole_partitions(db: Path, capsys: pytest.Captu
     assert final["n"][0] == 60
 
 
-# ---------------------------------------------------------------- read-only for real (issue 15, item 7)
+# ---------------------------------------------------------------- read-only for real
 
 
 @pytest.mark.parametrize(("make_query", "message"), [
@@ -167,7 +169,7 @@ def test_reads_during_writes_see_whole_partitions(db: Path, capsys: pytest.Captu
     (lambda t: f"select * from read_csv('{t / 'other.csv'}')", "no file or network access"),
 ])
 def test_writes_files_and_external_access_are_refused(
-    db: Path, tmp_path: Path, make_query, message: str, capsys: pytest.CaptureFixture[str],  # noqa: ANN001
+    db: Path, tmp_path: Path, make_query, message: str, capsys: pytest.CaptureFixture[str],
 ) -> None:
     other = Warehouse(tmp_path / "other.duckdb")
     other.append_rows("test_outcomes", pd.DataFrame({"condition": ["x"], "test_id": ["kept"]}))
@@ -194,7 +196,7 @@ def test_reading_statements_run(db: Path, query: str, capsys: pytest.CaptureFixt
     assert json.loads(capsys.readouterr().out)
 
 
-# ---------------------------------------------------------------- interactive session (issue 18)
+# ---------------------------------------------------------------- interactive session
 
 
 def _session(db: Path, stdin: str, *extra: str) -> subprocess.CompletedProcess:
@@ -202,6 +204,7 @@ def _session(db: Path, stdin: str, *extra: str) -> subprocess.CompletedProcess:
                           input=stdin, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_no_query_opens_the_duckdb_cli_on_a_read_only_snapshot(db: Path) -> None:
     from evalmislead_assets.cli.sql_session import find_duckdb_cli
 

@@ -101,7 +101,7 @@ def test_the_summary_counts_this_runs_llm_requests_and_errors(tmp_path) -> None:
 
 
 def test_no_request_sent_is_credited_to_the_cache_only_when_nothing_failed(tmp_path) -> None:
-    """Issue 27: a run that sent nothing because its server was down said 'every answer came from the cache'."""
+    """A run that sent nothing because its server was down does not say 'every answer came from the cache'."""
     import datetime as dt
 
     wh = Warehouse(tmp_path / "calls.duckdb")
@@ -123,7 +123,7 @@ def _outcome(language: str, task: str, idx: int, condition: str, test_id: str, o
 
 
 def test_each_other_language_shows_one_misleading_test_with_its_failure(tmp_path) -> None:
-    """Issue 29: a language study's summary shows the phenomenon where it occurred, even when Python stored none."""
+    """A language study's summary shows the phenomenon where it occurred, even when Python stored none."""
     wh = Warehouse(tmp_path / "lang.duckdb")
     wh.ensure_schema()
     wh.append_rows("test_outcomes", pd.DataFrame([

@@ -1,4 +1,4 @@
-"""Issue 27, item 5 on the UI's route: a backfill launched through a real webserver's GraphQL (the daemon
+"""One writer per DuckDB file on the UI's route: a backfill launched through a real webserver's GraphQL (the daemon
 runs it) while an `evalmislead run` works on the same DuckDB file, against a fake server that counts
 requests. The backfill's runs wait for the run (the io_manager's set-up takes the DuckDB file's lock), then
 read its answers from the cache: no cache key is requested twice, and both leave intact rows."""

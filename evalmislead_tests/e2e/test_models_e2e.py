@@ -1,11 +1,11 @@
-"""Two real models in one study (issue 19): each answers through its own embedded llama-server, both models'
+"""Two real models in one study: each answers through its own embedded llama-server, both models'
 rows sit side by side in one DuckDB file, the cross-model assets average them, and re-materializing one
 model leaves the other's rows byte-identical.
 
 Each model runs the whole chain `evalmislead run` runs (run_study's lists: specs, the generation chain with
 coverage and mutation scores, every analysis asset, spec_labels among them, and the report), then the
-cross-model assets: issue 27 found that the multi-asset spec_labels failed for every prefixed model, which a
-chain without it did not see."""
+cross-model assets: the multi-asset spec_labels must run for every prefixed model, which a chain without it
+would not check."""
 
 from __future__ import annotations
 
@@ -32,11 +32,11 @@ BOTH_PASS_GRAMMAR = (
 CONDITIONS = ("buggy_code", "fixed_code")
 
 
-def _by_key(defs) -> dict[AssetKey, AssetsDefinition]:  # noqa: ANN001
+def _by_key(defs) -> dict[AssetKey, AssetsDefinition]:
     return {k: a for a in defs.assets if isinstance(a, AssetsDefinition) for k in a.keys}
 
 
-def _materialize(defs, keys: list[AssetKey], resources: dict, **kw) -> None:  # noqa: ANN001, ANN003
+def _materialize(defs, keys: list[AssetKey], resources: dict, **kw) -> None:
     """The assets of ``keys`` with every other asset of the graph as a stored source."""
     assets = _by_key(defs)
     wanted = list(dict.fromkeys(assets[k] for k in keys))  # a multi-asset once, whichever of its keys
@@ -47,7 +47,7 @@ def _materialize(defs, keys: list[AssetKey], resources: dict, **kw) -> None:  # 
     assert result.success
 
 
-def _model_rows(wh, model: str) -> dict[str, pd.DataFrame]:  # noqa: ANN001
+def _model_rows(wh, model: str) -> dict[str, pd.DataFrame]:
     return {t: wh.query_df(f"SELECT * FROM {t} WHERE model_name = ? ORDER BY ALL", [model]) for t in PER_MODEL_TABLES}
 
 

@@ -33,8 +33,8 @@ def test_bad_setting_is_one_line_and_exit_2(tmp_path) -> None:
     assert proc.stderr.strip().count("\n") == 0 and "EVALMISLEAD_PROBLEMS" in proc.stderr
 
 
-# Sized for a loaded 2-core machine: 6 min on an idle one (README), 1,500 s was not enough with a
-# background generation job beside it (issue 27). A bound on waiting, not a speed figure.
+# Sized for a loaded 2-core machine with a background generation job beside it, with a wide margin.
+# A bound on waiting, not a speed figure.
 MAIN_JOB_TIMEOUT_S = 3600
 
 
@@ -75,7 +75,7 @@ def test_main_job_on_the_bundled_coder_model_shows_the_study(tmp_path) -> None:
     assert len(runs) >= 6 and all(r.status == DagsterRunStatus.SUCCESS for r in runs)
 
 
-# ---- faults against the fake server (issue 15) ----
+# ---- faults against the fake server ----
 
 def _fake_env(tmp_path, url: str) -> dict[str, str]:
     return _env(tmp_path) | {"EVALMISLEAD_PROBLEMS": "30,0", "EVALMISLEAD_LLM_URL": url}

@@ -1,4 +1,4 @@
-"""Issue 29: `evalmislead run` (the README's first command) runs every language of the study file end to end:
+"""`evalmislead run` (the README's first command) runs every language of the study file end to end:
 Python's chain and analysis, then each other language's chain with the same conditions and modes, then the
 languages side by side, and its summary sets the languages' cells next to each other.
 

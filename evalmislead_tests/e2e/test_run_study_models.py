@@ -1,4 +1,4 @@
-"""`evalmislead run` of a study of two models, through the real CLI and real Dagster runs (issue 27).
+"""`evalmislead run` of a study of two models, through the real CLI and real Dagster runs.
 
 Each model answers through its own fake OpenAI-compatible server (a different model name each, so the
 two do not share cached answers): fast, and the answers are known. The whole chain runs for both models,
@@ -110,7 +110,7 @@ def test_a_model_whose_server_is_down_fails_alone_and_the_other_goes_on(tmp_path
     assert proc.returncode == 1, out[-3000:] + err[-3000:]
     # the first model's own error, naming where its URL is set (the study file, not EVALMISLEAD_LLM_URL)
     first = _state(out, "m-a")
-    # found before the problems were validated (issue 28), not by its spec step
+    # found before the problems were validated, not by its spec step
     assert first.startswith("m-a: failed at server check: LLM server unreachable") and NOTHING_LISTENS in first, first
     assert "model m-a stops here, the other models go on" in err
     assert f"fix the urls of model m-a in study file {tmp_path / 'study.toml'}" in first
@@ -155,7 +155,7 @@ def test_one_model_on_a_dead_evalmislead_llm_url_names_that_variable(tmp_path: P
                           env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"LLM {NOTHING_LISTENS} (from EVALMISLEAD_LLM_URL)" in proc.stdout and "embedded" not in proc.stdout
-    # one line before any step (issue 28): the server is checked before the problems are validated
+    # one line before any step: the server is checked before the problems are validated
     assert proc.stderr.strip().startswith("evalmislead: model qwen2.5-coder-0.5b: LLM server unreachable"), proc.stderr
     assert "start it or fix EVALMISLEAD_LLM_URL" in proc.stderr and "no request sent" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "materializing" not in proc.stdout

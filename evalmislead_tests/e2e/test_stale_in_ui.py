@@ -1,4 +1,4 @@
-"""Issue 27, item 3a in the UI: what a template or setting change marks stale, as a real dagster-webserver's
+"""In the UI: what a template or setting change marks stale, as a real dagster-webserver's
 GraphQL reports it (``staleStatus``/``staleCauses``, by partition: what the asset graph and the partition
 view render).
 

@@ -100,8 +100,8 @@ def test_dagster_materialize_and_the_cli_read_the_study_files_problems(tmp_path:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_a_study_file_edited_during_a_run_applies_to_the_next_run(tmp_path: Path) -> None:
-    """Issue 27: a model added to study.toml (and its problems changed) while `evalmislead run` works failed the
-    running study at its next step. The run reads the file once: it finishes with the study it started with,
+    """A model added to study.toml (and its problems changed) while `evalmislead run` works must not fail
+    the running study at its next step. The run reads the file once: it finishes with the study it started with,
     and the next run reads the edit (here it names the added model's missing file, exit 2)."""
     study = tmp_path / "study.toml"
     with FakeLLMServer() as srv:

@@ -141,7 +141,7 @@ def test_lone_surrogates_in_messages_output_and_collection_errors_are_stored_esc
 
 
 def test_a_file_outside_the_verified_subset_is_still_run_and_scored_with_its_reason(tmp_path) -> None:
-    """Issue 26: the flag is the file's, set before it runs; an unverified file's tests are scored as any."""
+    """The flag is the file's, set before it runs; an unverified file's tests are scored as any."""
     from evalmislead_assets.sandbox.host import Limits, Sandbox
     from evalmislead_assets.store.database import Warehouse
 

@@ -136,7 +136,8 @@ def test_truncated_answer_keeps_complete_tests() -> None:
 
 
 def test_reasoning_is_not_code() -> None:
-    answer = "<think>maybe ```python\ndef test_wrong(): pass\n```</think>\n```python\nfrom solution import f\n\ndef test_right():\n    assert f()\n```"
+    answer = ("<think>maybe ```python\ndef test_wrong(): pass\n```</think>\n"
+              "```python\nfrom solution import f\n\ndef test_right():\n    assert f()\n```")
     found = extract(answer, "f")
     assert "test_right" in found.source and "test_wrong" not in found.source
     assert strip_reasoning("<think>never closed, ran out of tokens") == ""
@@ -206,7 +207,8 @@ def test_local_copy_of_the_function_is_replaced_by_the_import() -> None:
 def test_helpers_of_the_solution_count_as_its_names() -> None:
     code = "import math\n\ndef poly(xs, x):\n    return 0\n\ndef find_zero(xs):\n    return 0.0\n"
     assert defined_names(code) == {"poly", "find_zero"}
-    found = extract("```python\nfrom find_zero import find_zero, poly\n\ndef test_root():\n    assert poly([1], find_zero([1])) == 0\n```",
+    found = extract("```python\nfrom find_zero import find_zero, poly\n\n"
+                    "def test_root():\n    assert poly([1], find_zero([1])) == 0\n```",
                     "find_zero", defined_names(code))
     assert found.source.startswith("from solution import find_zero, poly\n")
 

@@ -60,7 +60,7 @@ def test_every_status_pair_lands_in_exactly_one_cell(buggy: str, fixed: str) -> 
 
 
 def test_an_unknown_status_is_a_non_pass_never_an_exception() -> None:
-    """Issue 20: an unknown status made outcome() raise and the whole `score` run exit without JSON."""
+    """An unknown status does not make outcome() raise (the whole `score` run would exit without JSON)."""
     assert scoring.outcome("passed", "skipped") == "misleading"
     assert scoring.outcome("weird", "weird") == "both_fail"
     assert scoring.outcome("passed", "tampered") == scoring.outcome("tampered", "passed") == "both_fail"

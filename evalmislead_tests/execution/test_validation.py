@@ -62,8 +62,8 @@ def test_a_version_that_never_ends_dies_on_its_own_when_its_parent_is_killed(bod
 
     def oracle() -> list[int]:
         # The oracle runs `python -I -S -c <script>`. The parent's argv holds the marker too, and so does any
-        # child the parent forks before that child execs (CI: a short-lived helper of an import was taken for
-        # the oracle, the parent was killed before the oracle started, and nothing was left to test).
+        # child the parent forks before that child execs (a short-lived helper of an import could be taken for
+        # the oracle, the parent killed before the oracle started, and nothing left to test).
         return [pid for pid in _pids_with(marker, "-I", "-S", "-c") if pid != parent.pid]
 
     try:
@@ -77,7 +77,7 @@ def test_a_version_that_never_ends_dies_on_its_own_when_its_parent_is_killed(bod
     orphans = oracle()
     assert orphans, "the oracle ended with its parent: nothing left to test"  # the parent had 5 s; it got < 1
     # The orphan sets its limits as the first lines it runs, which on a loaded machine may come well after
-    # its process appeared (issue 27: read at once, they were still "unlimited"): wait for that state.
+    # its process appeared (read at once, they may still be "unlimited"): wait for that state.
     deadline = time.monotonic() + 120  # a bound on waiting for an interpreter to start, not a speed figure
     cpu = _cpu_limit(orphans[0])
     while cpu not in (["7", "8"], None) and time.monotonic() < deadline:

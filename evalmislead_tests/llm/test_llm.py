@@ -273,7 +273,7 @@ def test_unreachable_server_raises_one_line_naming_the_url(wh) -> None:
     with pytest.raises(LLMUnreachable) as info:
         fake.client(urls="http://nowhere:9").run_batch(wh, _reqs(2))
     msg = str(info.value)
-    # the fix names where the URL is set (issue 27: it named EVALMISLEAD_LLM_URL whatever set the URL)
+    # the fix names where the URL is set (here the resource config), not EVALMISLEAD_LLM_URL
     assert "http://nowhere:9" in msg and "\n" not in msg and "EVALMISLEAD_LLM_URL" not in msg
     assert msg.endswith("start it or fix the urls of this LLM resource (launchpad resources config)")
     with pytest.raises(LLMUnreachable) as info:
@@ -319,7 +319,7 @@ def test_resource_url_resolution(monkeypatch) -> None:
     assert LLMResource().client().model == "Qwen2.5-Coder-0.5B-Instruct-Q4_K_M"
 
 
-# ---- determinism settings (issue 10) ----
+# ---- determinism settings ----
 
 
 def test_every_request_turns_the_prompt_cache_off(wh) -> None:

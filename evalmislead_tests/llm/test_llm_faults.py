@@ -52,7 +52,7 @@ def _client(url: str, **kw) -> ChatClient:
     return ChatClient([url], **kw)
 
 
-def _calls(wh: Warehouse):  # noqa: ANN202
+def _calls(wh: Warehouse):
     return wh.read_table("llm_calls", order_by="ts")
 
 

@@ -40,6 +40,7 @@ def _wait_gone(pid: int, timeout_s: float = 15.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_real_chat_completion_with_tokens(llama_server: str) -> None:
     r = httpx.post(f"{llama_server}/v1/chat/completions", timeout=120, json={
         "messages": [{"role": "user", "content": "Write a pytest test for def add(a, b): return a + b"}],
@@ -54,6 +55,7 @@ def test_real_chat_completion_with_tokens(llama_server: str) -> None:
     assert props["total_slots"] == 2 and props["model_alias"] == server.SMOLLM_ALIAS
 
 
+@pytest.mark.slow
 def test_start_and_stop_leave_no_process(tmp_path) -> None:
     srv = EmbeddedServer(parallel=1, ctx_per_slot=512, log_path=tmp_path / "s.log", model=server.smollm2_model()).start()
     pid = srv.pid

@@ -31,7 +31,7 @@ def kill_on_send(monkeypatch, server: EmbeddedServerResource, times: int) -> Non
     original = CallStore.begin
     killed: set[int] = set()
 
-    def begin(self, req, cache_key, server_url):  # noqa: ANN001, ANN202
+    def begin(self, req, cache_key, server_url):
         for srv in list(server._servers.values()):
             if len(killed) < times and srv.pid not in killed and srv.is_running():
                 killed.add(srv.pid)

@@ -266,7 +266,7 @@ class ScriptedSandbox(Sandbox):
     script: dict[tuple[str, str], tuple[str, float]] = {}
     requests: list[tuple[str, str, float]] = []
 
-    def run(self, requests, coverage=False):  # noqa: ANN001, ANN201
+    def run(self, requests, coverage=False):
         out = []
         for module, test_id in requests:
             status, seconds = self.script.get((module.solution, test_id), ("passed", 0.01))
@@ -317,7 +317,7 @@ def test_timeout_kills_are_stored_per_mutant_and_per_file():
 
 
 def test_run_cap_bounds_150_trivial_tests_against_6_mutants():
-    """Issue 15: 150 trivial tests from one answer gave 1,050 runs against 6 surviving mutants."""
+    """150 trivial tests from one answer against 6 surviving mutants would need 1,050 runs: the cap bounds them."""
     ids = tuple(f"test_{i}" for i in range(150))
     f = ms.TestFile("src", ids, "FIXED", tuple((m, f"M{m}") for m in range(6)))
     uncapped = ms.run_kills([f], _scripted({})(workers=1), max_runs=None)

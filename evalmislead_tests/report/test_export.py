@@ -119,7 +119,7 @@ def test_cli_packs_every_models_review_csv_in_a_study_of_several(db, tmp_path, m
 
 
 def test_every_table_of_the_schema_is_exported(db, tmp_path):
-    """Issue 15 item 13: the table list comes from the schema registry, so mutant_kills (and any table added
+    """The table list comes from the schema registry, so mutant_kills (and any table added
     later) is in the package; llm_cache only with --with-cache."""
     from evalmislead_assets.store import schema
 

@@ -1,4 +1,4 @@
-"""Issue 29: the README's Java and JavaScript screening section comes from the stored rows, between markers of its
+"""The README's Java and JavaScript screening section comes from the stored rows, between markers of its
 own, and a language without tests reads "not estimable", never 0 %."""
 
 from __future__ import annotations

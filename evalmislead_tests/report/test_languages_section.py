@@ -1,4 +1,4 @@
-"""Issue 29: the report section "Languages side by side" never draws a number from no tests."""
+"""The report section "Languages side by side" never draws a number from no tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reproduction package's README, provenance and `evalmislead verify` (issue 28).
+"""The reproduction package's README, provenance and `evalmislead verify`.
 
 The package had no README, no verify command, an absolute source_db, no git commit, model sha256 or
 environment lock, and the llama.cpp build as "b0-unknown". Here a package is exported through the real
@@ -100,6 +100,7 @@ def test_the_readmes_results_name_the_build_an_answer_pack_recorded() -> None:
     assert f"llama.cpp build {build};" in _provenance({"shards": [], "llama_cpp": {"build": build}}, props)[0]
 
 
+@pytest.mark.slow
 def test_verify_rechecks_sums_and_rescores_stored_tests(tmp_path, problems_df, env, capsys) -> None:
     pkg = tmp_path / "pkg"
     assert main(["export", "--db", str(_db(tmp_path, problems_df)), "--out", str(pkg)]) == 0

@@ -248,7 +248,7 @@ def test_spec_section_names_the_review_csv_it_was_given(tmp_path):
 
 
 def test_verified_subset_section_shows_the_share_and_both_rates(wh, tmp_path):
-    """Issue 26: the report gives per condition the verified share and each rate over all tests and over
+    """The report gives per condition the verified share and each rate over all tests and over
     verified tests only, and names why files are outside the subset, all from stored rows."""
     store(wh)
     gt = wh.read_table("generated_tests")

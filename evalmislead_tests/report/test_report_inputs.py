@@ -63,6 +63,7 @@ def test_reading_an_undeclared_table_raises_naming_it() -> None:
     assert source.query_df("SELECT count(*) AS n FROM test_outcomes")["n"].iloc[0] == 0
 
 
+@pytest.mark.slow
 def test_the_declared_columns_are_all_the_report_needs(wh) -> None:
     """The report from the declared projections (what the asset is given) is the report from every column."""
     store(wh, modes=("off", "on"))

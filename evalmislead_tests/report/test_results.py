@@ -15,6 +15,7 @@ from evalmislead_tests.report.test_report import store
 README = f"# x\n\nbefore\n\n{results.BEGIN}\nold text\n{results.END}\n\nafter\n"
 
 
+@pytest.mark.slow
 def test_section_from_rows_written_and_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wh = Warehouse(tmp_path / "r.duckdb")
     store(wh)

@@ -48,7 +48,7 @@ def test_pages_escape_the_models_text(tmp_path: Path):
     assert "test_neg[a&lt;b]" in page and "AssertionError" in page and "<del>" in page and "<ins>" in page
     fixed = (tmp_path / "viewer" / "fixed_code-off.html").read_text()
     assert "no code in the answer" in fixed  # why that answer has zero tests
-    assert "Verified subset: outside (imports os)" in page  # issue 26: the file's flag beside its source
+    assert "Verified subset: outside (imports os)" in page  # the file's flag beside its source
     assert "Misleading tests (1)" in index.read_text()
 
 

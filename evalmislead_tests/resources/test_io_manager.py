@@ -26,7 +26,7 @@ def _rows(n: int, tag: str) -> pd.DataFrame:  # no partition columns: the IO man
 
 
 @asset(name="test_outcomes", partitions_def=condition_thinking_partitions)
-def outcomes_asset(context) -> pd.DataFrame:  # noqa: ANN001
+def outcomes_asset(context) -> pd.DataFrame:
     return OUTCOMES[str(context.partition_key)]
 
 
@@ -36,7 +36,7 @@ def reads_all(test_outcomes: pd.DataFrame) -> None:
 
 
 @asset(name="model_specs", partitions_def=thinking_partitions, metadata={"partition_expr": "thinking"})
-def specs_asset(context) -> pd.DataFrame:  # noqa: ANN001
+def specs_asset(context) -> pd.DataFrame:
     return pd.DataFrame({"task_id": ["Python/0"], "problem_idx": [0], "spec_text": [f"spec {context.partition_key}"]})
 
 
@@ -51,7 +51,7 @@ def reads_specs(model_specs: pd.DataFrame) -> None:
     SEEN["specs"] = model_specs
 
 
-def _run(assets, key=None, selection=None, path=None):  # noqa: ANN001, ANN202
+def _run(assets, key=None, selection=None, path=None):
     return materialize(assets, selection=selection, partition_key=key, instance=DagsterInstance.ephemeral(),
                        resources={"io_manager": WarehouseIOManager(path=str(path))})
 

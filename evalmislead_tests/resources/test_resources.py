@@ -13,7 +13,7 @@ from evalmislead_assets.store.database import Warehouse
 
 
 class FakeEmbedded:
-    """Stands in for server.EmbeddedServer: records starts and stops, starts nothing."""
+    """Stands in for llm.llama_server.EmbeddedServer: records starts and stops, starts nothing."""
 
     started: list["FakeEmbedded"] = []
 
@@ -69,7 +69,7 @@ def _defs(db: str, shared: bool) -> Definitions:
 
 
 @pytest.fixture
-def fake_server(monkeypatch):  # noqa: ANN201
+def fake_server(monkeypatch):
     monkeypatch.delenv("EVALMISLEAD_LLM_URL", raising=False)
     monkeypatch.setattr(embedded_module, "EmbeddedServer", FakeEmbedded)
     FakeEmbedded.started = []

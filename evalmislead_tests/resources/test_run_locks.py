@@ -1,4 +1,4 @@
-"""One writer per DuckDB file and data folder on every route (issue 27, item 5), with real processes:
+"""One writer per DuckDB file and data folder on every route, with real processes:
 the locks of `data_lock`, a real `dagster asset materialize` waiting for them, and a real `evalmislead run`
 beside a `dagster asset materialize` of the same partition against a fake server that counts requests."""
 
@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from evalmislead_assets import data_lock
 from evalmislead_tests.fake_llm_server import FakeLLMServer
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

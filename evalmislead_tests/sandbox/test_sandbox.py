@@ -163,7 +163,7 @@ def _own_processes(*marks: str) -> list[str]:
     """Live processes whose command line holds one of ``marks``: a test's own. Every process a zygote forks
     keeps the zygote's argv, which names the batch's folder (under the box's own base_dir), and the daemon the
     corpus starts carries its marker. A sandbox uid alone does not say whose a process is: other tests run
-    their sandboxes beside this one under xdist (CI: two JavaScript oracles of another test were taken for
+    their sandboxes beside this one under xdist (another test's JavaScript oracles must not be taken for
     leftovers of this one)."""
     found = []
     for pid in os.listdir("/proc"):

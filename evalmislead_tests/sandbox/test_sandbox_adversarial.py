@@ -1,4 +1,4 @@
-"""Issue 20: the adversarial corpus (evalmislead_tests/sandbox/hostile/) through the real sandbox, as root and
+"""The adversarial corpus (evalmislead_tests/sandbox/hostile/) through the real sandbox, as root and
 as an unprivileged user; every class of the issue: PID forging, malformed lines, forged verdicts and
 harness tampering, IPC / sibling folder / /proc / leftover files / disk size, the caps, mutant runs.
 
@@ -37,7 +37,7 @@ def test_corpus_holds_in_this_process(open_base: str) -> None:
     assert sandbox_corpus.check(result) == []
     iso = result["isolation"]
     assert iso["chain_namespaces"] and iso["pid_namespace"] and iso["network"] and iso["readonly_fs"]
-    assert iso["test_namespaces"]  # issue 26: each test process in its own user, IPC and network namespace
+    assert iso["test_namespaces"]  # each test process in its own user, IPC and network namespace
     assert iso["user_namespace"] == (os.geteuid() != 0)
 
 

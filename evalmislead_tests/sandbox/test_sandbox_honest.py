@@ -1,4 +1,4 @@
-"""Issue 26, item 1: honest test files are scored exactly as plain pytest scores them.
+"""Honest test files are scored exactly as plain pytest scores them.
 
 Every file of evalmislead_tests/sandbox/honest/ runs through the runner (static scan on, as in the
 study) and through plain ``python -m pytest FILE::ID ...`` in a subprocess, against the buggy and the
@@ -48,6 +48,7 @@ def scored(problems_df: pd.DataFrame, tmp_path_factory: pytest.TempPathFactory) 
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", corpus.FILES)
 def test_the_runner_scores_each_honest_file_as_plain_pytest(scored: dict[str, Any], name: str) -> None:
     for version, got in scored[name].items():
@@ -57,9 +58,10 @@ def test_the_runner_scores_each_honest_file_as_plain_pytest(scored: dict[str, An
         assert list(got["runner"]) == list(got["plain"]) and got["runner"]
 
 
+@pytest.mark.slow
 def test_the_corpus_separates_the_versions_and_fails_on_both(scored: dict[str, Any]) -> None:
     """Not vacuous: every file has a test whose cell depends on the version, and the subtest files a
-    test wrong on both versions, which must land in both_fail (it used to read both_pass)."""
+    test wrong on both versions, which must land in both_fail, not both_pass."""
     for name, by_version in scored.items():
         b, f = by_version["buggy"]["runner"], by_version["fixed"]["runner"]
         cells = {t: outcome(b[t], f[t]) for t in b}

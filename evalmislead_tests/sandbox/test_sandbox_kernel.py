@@ -1,4 +1,4 @@
-"""Issue 26, kernel state: the seccomp filters (real libseccomp, loaded in forked processes), the per-test
+"""Kernel state: the seccomp filters (real libseccomp, loaded in forked processes), the per-test
 namespaces and keyring, the import-time file snapshot, and the one-line refusal without libseccomp.
 
 The hostile corpus files for each class (hostile/kernel_*.py) run through the whole sandbox, as root and as
@@ -43,7 +43,7 @@ def _in_child(body: Callable[[], dict]) -> dict:
         try:
             os.close(r)
             os.write(w, json.dumps(body()).encode())
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        except BaseException as exc:  # reported to the parent
             os.write(w, json.dumps({"error": repr(exc)}).encode())
         finally:
             os._exit(0)

@@ -1,4 +1,4 @@
-"""Issue 27, item 4: the runner's own limits never exceed what the host allows, and a runner failure is
+"""The runner's own limits never exceed what the host allows, and a runner failure is
 never stored as the model's answer having zero tests.
 
 The runner asks each module process for 256 open files (``Limits.open_files``); under a host whose hard

@@ -1,4 +1,4 @@
-"""Issue 20: the chain -> zygote protocol has fixed shapes; nothing else is acted on, no line carries a
+"""The chain -> zygote protocol has fixed shapes; nothing else is acted on, no line carries a
 PID, an oversize line is skipped whole, and the runs' caps are the file's error."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def test_collection_message_has_one_shape() -> None:
 
 
 def test_the_set_up_line_has_two_shapes() -> None:
-    """Issue 27: the module process's first line, written before the test module runs, says whether the
+    """The module process's first line, written before the test module runs, says whether the
     runner could set it up; anything else there is malformed (and a runner failure, never the file's)."""
     assert sp.parse_setup(b'{"setup": "ok"}') is None
     assert sp.parse_setup(b'{"setup": "failed", "error": "OSError: x"}') == "OSError: x"
@@ -83,7 +83,7 @@ def test_caps_on_tests_and_id_length_are_the_files_error() -> None:
 
 
 def test_a_shorter_time_limit_keeps_the_same_cpu_limit() -> None:
-    """Issue 20: RLIMIT_CPU was timeout_s + 2 in the test process, so a mutant run (shorter limit) could tell."""
+    """RLIMIT_CPU in the test process does not follow timeout_s, so a mutant run (shorter limit) cannot tell."""
     import dataclasses
 
     limits = Limits(timeout_s=10.0)

@@ -1,4 +1,4 @@
-"""Issue 26: the verified subset accepts the honest test files code models write and rejects every forgery.
+"""The verified subset accepts the honest test files code models write and rejects every forgery.
 
 The forgeries (evalmislead_tests/sandbox/forgeries/) are the five that passed every runtime layer in the
 third adversarial pass, plus one file per route the subset closes by its design (tracebacks from

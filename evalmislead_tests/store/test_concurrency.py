@@ -40,6 +40,7 @@ WRITER = textwrap.dedent("""
 CONDITIONS = ["buggy_code", "fixed_code", "model_spec", "signature_only"]
 
 
+@pytest.mark.slow
 def test_four_writer_processes_at_the_same_moment(tmp_path: Path) -> None:
     db = tmp_path / "study.duckdb"
     Warehouse(db).execute("select 1")  # create the schema once, as the problems asset would

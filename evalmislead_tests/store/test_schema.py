@@ -124,7 +124,7 @@ def test_all_empty_lists_are_stored(tmp_path) -> None:
 
 
 def _old_file(path: Path) -> None:
-    """A DuckDB file as written before issue 11: test_ids VARCHAR holding JSON text."""
+    """A DuckDB file in the older format: test_ids VARCHAR holding JSON text."""
     cols = ", ".join(f"{c} {'VARCHAR' if c == 'test_ids' else t}" for c, t in schema.TABLES["generated_tests"])
     with duckdb.connect(str(path)) as con:
         con.execute(f"CREATE TABLE generated_tests ({cols})")

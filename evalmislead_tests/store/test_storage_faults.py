@@ -1,4 +1,4 @@
-"""Storage faults of issue 15, each one clear line: a full disk keeps the OS error, a DB file deleted,
+"""Storage faults, each one clear line: a full disk keeps the OS error, a DB file deleted,
 moved or replaced mid-run stops the run, a lock wait says what it waits for, and strings DuckDB cannot
 store are escaped and recorded instead of failing the partition."""
 
@@ -172,7 +172,7 @@ def test_a_lone_surrogate_is_escaped_and_recorded_as_a_repair(tmp_path: Path) ->
 
 
 def test_a_surrogate_in_statement_parameters_is_escaped_in_the_callers_transaction(tmp_path: Path) -> None:
-    """The way llm_client stores an answer: parameters of an INSERT inside BEGIN ... COMMIT."""
+    """The way llm.client stores an answer: parameters of an INSERT inside BEGIN ... COMMIT."""
     wh = Warehouse(tmp_path / "db.duckdb")
     body = json.dumps({"choices": [{"message": {"content": "x\ud800"}}]}, ensure_ascii=False)
     with wh.connect() as con:

@@ -1,4 +1,4 @@
-"""The study database opens in DuckDB 1.x readers (issue 18): every path that creates the file writes
+"""The study database opens in DuckDB 1.x readers: every path that creates the file writes
 storage v1.0.0, the version is recorded in the file, a 2.x-format file is migrated once with nothing
 lost, and the pinned DuckDB CLI 1.5.6 the bootstrap installs reads a demo-sized database."""
 

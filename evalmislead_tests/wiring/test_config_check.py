@@ -1,4 +1,4 @@
-"""Everything is checked before the first request (issue 15, item 4): one line naming the fix, rc 2."""
+"""Everything is checked before the first request: one line naming the fix, rc 2."""
 
 from __future__ import annotations
 
@@ -187,7 +187,7 @@ def test_review_error_names_the_file_line_not_the_record_number(env: Path) -> No
 # ---------------------------------------------------------------- in a Dagster run, and in the CLI
 
 
-def _materialize_counting_steps():  # noqa: ANN202
+def _materialize_counting_steps():
     """Materialize one asset through the project's IO manager; also return how often its step body ran."""
     ran: list[int] = []
 

@@ -71,6 +71,7 @@ def test_module_prints_the_keys_for_the_cli() -> None:
     assert out.split(",") == jobs.thinking_partition_keys("on")
 
 
+@pytest.mark.slow
 def test_dagster_job_backfill_queues_only_thinking_on_runs(tmp_path: Path) -> None:
     """Route 2 of the README: the CLI queues one run per *|on partition for the daemon; nothing else."""
     home = tmp_path / "dagster_home"

@@ -1,4 +1,4 @@
-"""A killed run does not block its partition for good (issue 15, item 5).
+"""A killed run does not block its partition for good.
 
 A real Dagster run executed in its own process (as `evalmislead run` and `dagster asset materialize`
 run them; the project's dagster.yaml) is SIGKILLed mid-step: it stays STARTED with its partition tag.
@@ -229,7 +229,7 @@ def test_next_evalmislead_run_frees_the_partition_of_a_killed_one(tmp_path: Path
             try:
                 with DagsterInstance.from_config(str(home)) as instance:
                     runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
-            except Exception:  # noqa: BLE001 - sqlalchemy's OperationalError while the tables are made
+            except Exception:  # sqlalchemy's OperationalError while the tables are made
                 return None
             return next((r for r in runs if r.tags.get(WORKER_TAG, "").split(":")[1:2] == [str(first.pid)]), None)
 

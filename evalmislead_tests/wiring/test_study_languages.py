@@ -1,4 +1,4 @@
-"""Issue 29: languages in the study file, the asset keys they give, and where their rows go."""
+"""Languages in the study file, the asset keys they give, and where their rows go."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Models as data (issue 19): the study file, the model selection, per-model asset keys, jobs and row scoping."""
+"""Models as data: the study file, the model selection, per-model asset keys, jobs and row scoping."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _study(path: Path, text: str, monkeypatch: pytest.MonkeyPatch) -> Study:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_study():  # noqa: ANN202
+def _fresh_study():
     study_models.reset()
     yield
     study_models.reset()
@@ -254,7 +254,7 @@ def test_model_spec_reach_and_key() -> None:
 
 
 def test_reach_names_where_a_models_url_comes_from() -> None:
-    """Messages name the study file or EVALMISLEAD_LLM_URL, and the embedded server only when it is used (issue 27)."""
+    """Messages name the study file or EVALMISLEAD_LLM_URL, and the embedded server only when it is used."""
     by_file = model_reach(ModelSpec(name="a", urls=("http://gpu:8080",)), "s.toml", ["http://env:1"])
     assert by_file.describe() == "http://gpu:8080 (from the urls of model a in study file s.toml)"
     assert by_file.fix_hint() == "start it or fix the urls of model a in study file s.toml"

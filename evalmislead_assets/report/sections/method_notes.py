@@ -61,7 +61,7 @@ QUERIES = {
 }
 
 
-def load(warehouse) -> dict[str, pd.DataFrame]:  # noqa: ANN001 (storage.Warehouse)
+def load(warehouse) -> dict[str, pd.DataFrame]:  # store.database.Warehouse
     return {name: warehouse.query_df(sql) for name, sql in QUERIES.items()}
 
 

@@ -106,7 +106,8 @@ def average_rows(avg: pd.DataFrame, thinking: str) -> pd.DataFrame:
 def size_rows(sizes: pd.DataFrame) -> pd.DataFrame:
     s = sizes.sort_values(["size_rank"], kind="stable")
     return pd.DataFrame([{
-        "rank": x["size_rank"], "size": x["size"], "model": x[cross_model.MODEL], "thinking": x["thinking"], "condition": x["condition"],
+        "rank": x["size_rank"], "size": x["size"], "model": x[cross_model.MODEL], "thinking": x["thinking"],
+        "condition": x["condition"],
         "tests": x["n_tests"],
         "misleading rate": rate_with_ci(x["misleading_rate"], x["misleading_ci_low"], x["misleading_ci_high"],
                                         x["n_tests"]),
@@ -171,7 +172,8 @@ def render(frames: Frames) -> list[str]:
     if sizes.empty:
         out += ["_No size table stored (`model_sizes` needs a model family with parameter counts)._"]
     else:
-        out += ["One family's models ordered by parameter count (smallest first; models of equal size share a rank).", "", md_table(size_rows(sizes))]
+        out += ["One family's models ordered by parameter count (smallest first; models of equal size share a rank).",
+                "", md_table(size_rows(sizes))]
     return out
 
 

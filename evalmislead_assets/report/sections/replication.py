@@ -50,7 +50,7 @@ def load_published(path: Path | None = None) -> dict[str, Any]:
     return data
 
 
-def direction(difference: object, n_a: object = 1, n_b: object = 1) -> str:
+def direction(difference: Any, n_a: Any = 1, n_b: Any = 1) -> str:
     """'+', '−', 'no direction' (tie) or 'not estimable' (a side without tests, or no value)."""
     if missing(difference) or missing(n_a) or missing(n_b) or int(n_a) <= 0 or int(n_b) <= 0:
         return NOT_ESTIMABLE
@@ -58,7 +58,7 @@ def direction(difference: object, n_a: object = 1, n_b: object = 1) -> str:
     return TIE if abs(d) <= _TOL else (UP if d > 0 else DOWN)
 
 
-def interval_side(ci_low: object, ci_high: object) -> str | None:
+def interval_side(ci_low: Any, ci_high: Any) -> str | None:
     """'+' or '−' when the interval excludes 0 (a bound exactly at 0 includes it); None otherwise."""
     if missing(ci_low) or missing(ci_high):
         return None
@@ -113,8 +113,8 @@ def from_rates(comp: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
     rb = row_of(df, {"condition": comp["condition_b"], "thinking": comp["thinking"]})
     sql = (f"SELECT condition, {col}, n_tests FROM condition_rates WHERE thinking = '{comp['thinking']}' "
            f"AND condition IN ('{comp['condition_a']}', '{comp['condition_b']}');")
-    a = None if ra is None else ra.get(col)
-    b = None if rb is None else rb.get(col)
+    a: Any = None if ra is None else ra.get(col)
+    b: Any = None if rb is None else rb.get(col)
     d = None if missing(a) or missing(b) else float(a) - float(b)
     return {"a": a, "b": b, "d": d, "lo": None, "hi": None, "n_a": None if ra is None else ra.get("n_tests"),
             "n_b": None if rb is None else rb.get("n_tests"), "sql": sql}
@@ -213,7 +213,7 @@ def figure_value(f: dict[str, Any], spec: dict[str, Any], frames: Frames) -> str
     row = row_of(frames.get(spec["table"], pd.DataFrame()), spec["where"])
     if row is None:
         return "no stored row"
-    vals = [row.get(c) for c in spec["columns"]]
+    vals: list[Any] = [row.get(c) for c in spec["columns"]]
     if any(missing(v) for v in vals[:1]):
         return "not estimable"
     if f["unit"] == "count":

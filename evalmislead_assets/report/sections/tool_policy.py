@@ -6,6 +6,8 @@ table recomputes them from ``test_outcomes``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from evalmislead_assets.analysis.tool_policy import TOOL_POLICY_SQL
@@ -15,7 +17,7 @@ TITLE = "What a pass-on-the-code filter keeps (tool policy)"
 TABLES = ("tool_policy",)
 
 
-def _pct(x: object) -> str:
+def _pct(x: Any) -> str:
     return "not defined (nothing kept)" if x is None or x != x else f"{100 * float(x):.1f} %"
 
 

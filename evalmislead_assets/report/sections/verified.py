@@ -1,4 +1,4 @@
-"""Report section "Verified subset" (issue 26): how many tests the runner vouches for, and every rate with
+"""Report section "Verified subset": how many tests the runner vouches for, and every rate with
 and without the tests it does not.
 
 A test file inside the verified subset (sandbox/verified_subset.py) can reach nothing of the harness, so

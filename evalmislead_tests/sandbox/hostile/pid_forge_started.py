@@ -1,5 +1,5 @@
-# {"started": true, "pid": PID} was how the old zygote learnt the test's pid (signalled without a
-# PID namespace); and a test that signals the canary itself must not reach it either.
+# A forged {"started": true, "pid": PID} line must not make the zygote signal that pid (the protocol has no
+# such line); and a test that signals the canary itself must not reach it either.
 import os
 import signal
 import time
