@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evalmislead_assets.study.problems import DATA_FILE
 from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, Limits, Module, Sandbox, scrubbed_env
+from evalmislead_assets.study.problems import DATA_FILE
 
 Case = tuple[str, str, str, list[str]]  # (buggy, fixed, test source, test ids)
 Run = tuple[Module, str]

@@ -49,7 +49,7 @@ class Cluster:
         dask = str(Path(sys.executable).parent / "dask")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.file = Path(folder) / "scheduler.json"
-        self.logs = [open(Path(folder) / name, "wb")  # noqa: SIM115 (open while the processes run; closed by stop)
+        self.logs = [open(Path(folder) / name, "wb")
                      for name in ["scheduler.log", *[f"w{k}.log" for k in range(n)]]]
         self.procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                         "--scheduler-file", str(self.file)], stdout=self.logs[0],

@@ -35,13 +35,13 @@ from pathlib import Path
 
 from evalmislead_assets import settings
 from evalmislead_assets.llm import embedded_model as em
-from evalmislead_assets.llm import prompts
 from evalmislead_assets.llm import llama_server as server
+from evalmislead_assets.llm import prompts
 from evalmislead_assets.llm.client import ChatClient
 from evalmislead_assets.llm.types import ChatRequest
 from evalmislead_assets.resources.embedded_server import binary_override, default_model
-from evalmislead_assets.study.problems import load_problems
 from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.study.problems import load_problems
 
 
 def requests_for(n: int, max_tokens: int) -> list[ChatRequest]:

@@ -107,8 +107,8 @@ def check_input_files() -> None:
     """The analysis plan, its keyword file and (when present) the review CSV parse; each loader names its file."""
     from evalmislead_assets.analysis import plan as analysis_plan
     from evalmislead_assets.analysis import secondary as analysis_secondary
-    from evalmislead_assets.analysis.reasoning_mentions import load_keywords
     from evalmislead_assets.analysis import spec_labels
+    from evalmislead_assets.analysis.reasoning_mentions import load_keywords
 
     plan = analysis_plan.load_plan(settings.analysis_plan_path())
     load_keywords(analysis_secondary.keywords_path(plan))

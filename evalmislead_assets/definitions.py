@@ -20,8 +20,8 @@ with the same condition x thinking partitions; rows carry ``language``. With sev
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 from types import ModuleType
+from typing import Any
 
 from dagster import (
     AssetChecksDefinition,
@@ -33,6 +33,7 @@ from dagster import (
     load_assets_from_modules,
 )
 
+from evalmislead_assets import settings, study_models
 from evalmislead_assets.assets import analysis as analysis_assets
 from evalmislead_assets.assets import coverage as coverage_assets
 from evalmislead_assets.assets import determinism as determinism_assets
@@ -44,11 +45,10 @@ from evalmislead_assets.assets import models as model_assets
 from evalmislead_assets.assets import mutants as mutants_assets
 from evalmislead_assets.assets import mutation as mutation_assets
 from evalmislead_assets.assets import problems as problems_assets
-from evalmislead_assets.jobs import jobs_for
-from evalmislead_assets import settings, study_models
-from evalmislead_assets.store import schema
 from evalmislead_assets.dagster_metadata import column_schema_metadata
+from evalmislead_assets.jobs import jobs_for
 from evalmislead_assets.resources import EmbeddedServerResource, LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.store import schema
 from evalmislead_assets.study.models import ModelSpec, Study
 
 MODEL_FREE_MODULES: list[ModuleType] = [problems_assets, mutants_assets]

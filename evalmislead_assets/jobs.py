@@ -9,8 +9,8 @@ languages each job selects every language's chain too (``java/test_generations``
 
 from dagster import AssetKey, AssetSelection, define_asset_job, in_process_executor
 
-from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.partitions import partition_key
+from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.study.models import ModelSpec, Study
 
 # The generation-to-outcome chain, in dependency order.

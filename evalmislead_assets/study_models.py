@@ -16,7 +16,15 @@ from evalmislead_assets import settings
 from evalmislead_assets.llm import embedded_model
 from evalmislead_assets.store.schema import LANGUAGE_COLUMN, MODEL_COLUMN, PER_LANGUAGE_TABLES, PER_MODEL_TABLES
 from evalmislead_assets.study.models import (
-    DEFAULT_LANGUAGE, LANGUAGES, ModelSpec, Reach, Study, StudyError, model_reach, parse_study, select,
+    DEFAULT_LANGUAGE,
+    LANGUAGES,
+    ModelSpec,
+    Reach,
+    Study,
+    StudyError,
+    model_reach,
+    parse_study,
+    select,
 )
 
 

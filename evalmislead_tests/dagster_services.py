@@ -20,8 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalmislead_assets.sandbox.processes import signal_group
 from evalmislead_assets.cli.webserver_client import WebserverClient, WebserverError
+from evalmislead_assets.sandbox.processes import signal_group
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -226,8 +226,8 @@ def materialize_thinking_mode(
     then the unpartitioned analysis assets."""
     from evalmislead_assets.definitions import defs
     from evalmislead_assets.jobs import CHAIN_ASSETS
-    from evalmislead_assets.study.conditions import CONDITION_NAMES
     from evalmislead_assets.partitions import partition_key
+    from evalmislead_assets.study.conditions import CONDITION_NAMES
 
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string(): k for k in graph.get_all_asset_keys()}

@@ -27,8 +27,8 @@ import select
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 OPENAI_FIELDS = frozenset({"model", "messages", "temperature", "seed", "max_tokens", "top_p", "stop", "n",

@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from evalmislead_assets.sandbox import coverage_probe
-from evalmislead_assets.store import schema
 from evalmislead_assets.execution.collection import stored_test_ids
+from evalmislead_assets.sandbox import coverage_probe
 from evalmislead_assets.sandbox.host import Module, Sandbox
+from evalmislead_assets.store import schema
 
 TABLE = "test_coverage"
 VERSIONS = ("buggy", "fixed")

@@ -50,13 +50,18 @@ from typing import TypeAlias
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets.analysis import bootstrap
+from evalmislead_assets.analysis import bootstrap, rates
 from evalmislead_assets.analysis import plan as analysis_plan
-from evalmislead_assets.analysis import rates
-from evalmislead_assets.store import schema
 from evalmislead_assets.analysis.plan import (
-    METRICS, Plan, answered, cells_present, per_problem, problem_counts, universe,
+    METRICS,
+    Plan,
+    answered,
+    cells_present,
+    per_problem,
+    problem_counts,
+    universe,
 )
+from evalmislead_assets.store import schema
 
 NAN = float("nan")
 MODEL = "model_name"

@@ -16,7 +16,6 @@ import pandas as pd
 from evalmislead_assets.execution.cells import OUTCOMES
 from evalmislead_assets.store.values import or_none
 
-
 SENSITIVITY_COLUMNS = [
     "comparison_id", "thinking", "role", "metric", "condition_a", "condition_b", "subset", "estimate", "ci_low",
     "ci_high", "level", "n_probed", "n_changed", "n_outside", "estimate_swapped", "shift", "not_measured",

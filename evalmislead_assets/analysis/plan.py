@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.execution.cells import CATEGORIES
 from evalmislead_assets.store.values import is_missing
+from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 
 CELLS = list(CATEGORIES)  # the four cells and ``limit`` (a test that ended on a runner cap; in n_tests)
 METRICS = {"misleading_rate": "misleading", "effective_rate": "effective"}

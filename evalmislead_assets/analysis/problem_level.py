@@ -32,7 +32,14 @@ from scipy.stats import binomtest
 from evalmislead_assets.analysis import bootstrap, provenance
 from evalmislead_assets.analysis import plan as analysis_plan
 from evalmislead_assets.analysis.plan import (
-    KEY, METRICS, Plan, answered, cells_present, per_problem, problem_counts, universe,
+    KEY,
+    METRICS,
+    Plan,
+    answered,
+    cells_present,
+    per_problem,
+    problem_counts,
+    universe,
 )
 from evalmislead_assets.analysis.rate_interval import cluster_wilson
 from evalmislead_assets.store import schema

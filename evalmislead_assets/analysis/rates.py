@@ -20,14 +20,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets.analysis import plan as analysis_plan
-from evalmislead_assets.store import schema
 from evalmislead_assets.analysis import bootstrap, provenance
-from evalmislead_assets.analysis.rate_interval import cluster_wilson
+from evalmislead_assets.analysis import plan as analysis_plan
 from evalmislead_assets.analysis.plan import (
-    CELLS, KEY, METRICS, SUBSET_CONDITIONS, Plan, answered, cells_present, per_problem, problem_counts, universe,
+    CELLS,
+    KEY,
+    METRICS,
+    SUBSET_CONDITIONS,
+    Plan,
+    answered,
+    cells_present,
+    per_problem,
+    problem_counts,
+    universe,
 )
+from evalmislead_assets.analysis.rate_interval import cluster_wilson
 from evalmislead_assets.execution.collection import is_one_version_error
+from evalmislead_assets.store import schema
 from evalmislead_assets.store.values import is_missing
 from evalmislead_assets.study.conditions import is_empty_spec_error
 

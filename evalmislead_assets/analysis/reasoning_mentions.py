@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalmislead_assets.llm.reasoning import think_text
 from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.llm.reasoning import think_text
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalmislead_assets.store import schema
 from evalmislead_assets.analysis.plan import (
-    KEY, Plan, answered, frame, per_problem, problem_counts, rate, sha_col, universe,
+    KEY,
+    Plan,
+    answered,
+    frame,
+    per_problem,
+    problem_counts,
+    rate,
+    sha_col,
+    universe,
 )
 from evalmislead_assets.analysis.reasoning_mentions import Keywords, find_mentions, reasoning_of
-from evalmislead_assets.study.conditions import THINKING_MODES
+from evalmislead_assets.store import schema
 from evalmislead_assets.store.values import is_missing
-
+from evalmislead_assets.study.conditions import THINKING_MODES
 
 # ---------------------------------------------------------------- spec label splits
 

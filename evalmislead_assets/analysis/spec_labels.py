@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets.store.hashing import sha256_text
-from evalmislead_assets.store import schema
 from evalmislead_assets.analysis import bootstrap
+from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.llm.prompts import Template
 from evalmislead_assets.llm.reasoning import strip_think
-from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.store import schema
+from evalmislead_assets.store.hashing import sha256_text
 from evalmislead_assets.store.values import is_missing
 
 JUDGE_TEMPLATE = "spec_judge"

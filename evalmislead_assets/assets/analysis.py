@@ -15,32 +15,49 @@ from typing import Any, Optional, cast
 
 import pandas as pd
 from dagster import (
-    AssetExecutionContext, AssetIn, Config, Failure, MaterializeResult, MetadataValue, Output, asset, multi_asset,
+    AssetExecutionContext,
+    AssetIn,
+    Config,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    Output,
+    asset,
+    multi_asset,
 )
 from pydantic import Field
 
 from evalmislead_assets import settings, study_models
 from evalmislead_assets.analysis import problem_level, rates, repetition, secondary
-from evalmislead_assets.analysis.tool_policy import INPUT_COLUMNS as TOOL_POLICY_COLUMNS, TOOL_POLICY_SQL
-from evalmislead_assets.analysis.tool_policy import tool_policy as tool_policy_table
 from evalmislead_assets.analysis.plan import Plan, cells_present
 from evalmislead_assets.analysis.reasoning_mentions import load_keywords
 from evalmislead_assets.analysis.spec_labels import (
-    JUDGE_CALL_FAILED, JUDGE_TEMPLATE, agreement, category_counts, combine, human_labels_given, judge_specs,
-    read_review_csv, review_sample, write_review_csv,
+    JUDGE_CALL_FAILED,
+    JUDGE_TEMPLATE,
+    agreement,
+    category_counts,
+    combine,
+    human_labels_given,
+    judge_specs,
+    read_review_csv,
+    review_sample,
+    write_review_csv,
 )
+from evalmislead_assets.analysis.tool_policy import INPUT_COLUMNS as TOOL_POLICY_COLUMNS
+from evalmislead_assets.analysis.tool_policy import TOOL_POLICY_SQL
+from evalmislead_assets.analysis.tool_policy import tool_policy as tool_policy_table
+from evalmislead_assets.assets.analysis_inputs import UPSTREAM, plan_code_version, study_plan
+from evalmislead_assets.assets.model_scope import model_path
+from evalmislead_assets.assets.table_outs import table_outs
+from evalmislead_assets.llm.errors import batch_errors_line
+from evalmislead_assets.llm.prompts import load_template
+from evalmislead_assets.llm.types import LLMUnreachable
 from evalmislead_assets.report.build import build, load_data, write
 from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.report.inputs import INPUTS
 from evalmislead_assets.report.viewer import write_viewer
-from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
-from evalmislead_assets.llm.errors import batch_errors_line
-from evalmislead_assets.llm.types import LLMUnreachable
-from evalmislead_assets.llm.prompts import load_template
-from evalmislead_assets.assets.model_scope import model_path
-from evalmislead_assets.assets.analysis_inputs import UPSTREAM, plan_code_version, study_plan
-from evalmislead_assets.assets.table_outs import table_outs
 from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 
 GROUP = "analysis"
 _VERSION = plan_code_version()

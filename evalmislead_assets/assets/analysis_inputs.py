@@ -23,7 +23,8 @@ UPSTREAM = {
         "condition", "thinking", "task_id", "problem_idx", "n_tests", "import_ok", "error",
         "source IS NOT NULL AS has_code", "verified"]}),
 }
-CODE_VERSION = "analysis-5"  # zero-test rules, matched comparisons, verified rates, provenance; MC error and tested-problem counts
+# covers: zero-test rules, matched comparisons, verified rates, provenance, MC error and tested-problem counts
+CODE_VERSION = "analysis-5"
 
 
 def study_plan() -> Plan:

@@ -11,13 +11,14 @@ import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, MetadataValue, Output, asset
 from pydantic import Field
 
+from evalmislead_assets import settings
 from evalmislead_assets.analysis.determinism import (
     DEFAULT_SEED,
     NOT_RUN_PREFIX,
     build_rows,
+    by_partition,
     first_line,
     not_run_results,
-    by_partition,
     probe_requests,
     problems_for,
     sample,
@@ -26,18 +27,17 @@ from evalmislead_assets.analysis.determinism import (
     summarize,
 )
 from evalmislead_assets.analysis.determinism_sensitivity import sensitivity
-from evalmislead_assets.execution.batch import build_generated_tests, build_test_outcomes
-from evalmislead_assets.report.formatting import md_table
-from evalmislead_assets.report.sections.determinism import sensitivity_lines, settings_line
-from evalmislead_assets import settings
-from evalmislead_assets.dagster_metadata import INCOMPLETE_KEY
 from evalmislead_assets.assets.model_scope import model_of
 from evalmislead_assets.assets.problem_inputs import PROBLEMS_IN
 from evalmislead_assets.assets.sandbox_config import ExecutionConfig, make_sandbox
-from evalmislead_assets.llm.errors import batch_errors_line
+from evalmislead_assets.dagster_metadata import INCOMPLETE_KEY
 from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.execution.batch import build_generated_tests, build_test_outcomes
+from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.llama_server import ServerError
 from evalmislead_assets.llm.types import LLMUnreachable
+from evalmislead_assets.report.formatting import md_table
+from evalmislead_assets.report.sections.determinism import sensitivity_lines, settings_line
 from evalmislead_assets.resources import LLMResource, WarehouseResource
 
 _GENERATION_COLUMNS = [

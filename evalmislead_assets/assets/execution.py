@@ -16,11 +16,11 @@ from dagster import (
 )
 
 from evalmislead_assets import settings
-from evalmislead_assets.execution.batch import build_generated_tests, build_test_outcomes
-from evalmislead_assets.execution.cells import STATUSES, cell_counts, cell_rates, outcome
 from evalmislead_assets.assets.model_scope import model_sql
 from evalmislead_assets.assets.problem_inputs import PROBLEMS_IN
 from evalmislead_assets.assets.sandbox_config import ExecutionConfig, isolation_note, make_sandbox, warn_if_degraded
+from evalmislead_assets.execution.batch import build_generated_tests, build_test_outcomes
+from evalmislead_assets.execution.cells import STATUSES, cell_counts, cell_rates, outcome
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.resources import WarehouseResource

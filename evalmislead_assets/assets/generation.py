@@ -1,8 +1,8 @@
 """model_specs [thinking] and test_generations [condition x thinking]: the model's answers, with provenance."""
 
 import warnings
-from datetime import datetime, timezone
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from typing import Any, Optional
 
 import pandas as pd
@@ -24,12 +24,9 @@ from dagster import (
 from pydantic import Field
 
 from evalmislead_assets import settings
-from evalmislead_assets.llm import prompts
 from evalmislead_assets.assets.model_scope import model_of, model_sql
 from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS, study_problems
-from evalmislead_assets.study.conditions import empty_spec_error
-from evalmislead_assets.study.problems import problem_ranges
-from evalmislead_assets.study.models import ModelSpec, StudyError
+from evalmislead_assets.llm import prompts
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
@@ -37,6 +34,9 @@ from evalmislead_assets.resources import LLMResource, WarehouseResource
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_assets.store.hashing import rows_sha256
 from evalmislead_assets.store.text_repair import text_column  # answers may hold lone surrogates (escaped on write)
+from evalmislead_assets.study.conditions import empty_spec_error
+from evalmislead_assets.study.models import ModelSpec, StudyError
+from evalmislead_assets.study.problems import problem_ranges
 
 THINKING_CHECK = "thinking_mode_respected"
 _THINKING_CHECK_DOC = (

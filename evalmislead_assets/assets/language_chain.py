@@ -26,7 +26,11 @@ from dagster import (
 from evalmislead_assets import settings
 from evalmislead_assets.analysis.language_comparison import NOT_MEASURED
 from evalmislead_assets.assets.generation import (
-    SPECS_OF_SAME_THINKING, THINKING_CHECK, GenerationConfig, generation_partition, spec_partition,
+    SPECS_OF_SAME_THINKING,
+    THINKING_CHECK,
+    GenerationConfig,
+    generation_partition,
+    spec_partition,
 )
 from evalmislead_assets.assets.model_scope import language_key, problem_keys
 from evalmislead_assets.execution.cells import cell_counts, cell_rates

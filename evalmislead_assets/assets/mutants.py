@@ -7,12 +7,12 @@ from typing import Optional
 import pandas as pd
 from dagster import AssetExecutionContext, Config, MetadataValue, Output, asset
 
+from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS, study_problems
+from evalmislead_assets.execution.oracle_validation import ORACLE_TIMEOUT_S
 from evalmislead_assets.mutation.mutator import MAX_MUTANTS_PER_PROBLEM, MUTATOR_VERSION, SAMPLE_SEED
 from evalmislead_assets.mutation.scoring import build_mutants
 from evalmislead_assets.report.formatting import md_table
-from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS, study_problems
 from evalmislead_assets.resources import WarehouseResource
-from evalmislead_assets.execution.oracle_validation import ORACLE_TIMEOUT_S
 
 GROUP = "mutation"
 CODE_VERSION = f"{MUTATOR_VERSION}+cap{MAX_MUTANTS_PER_PROBLEM}+seed{SAMPLE_SEED}"

@@ -22,15 +22,15 @@ from dagster import (
 from pydantic import Field
 
 from evalmislead_assets import settings
-from evalmislead_assets.report.sections import mutation_score as mutation_report
-from evalmislead_assets.mutation.scoring import MUTANT_TIMEOUT_S, build_scores
-from evalmislead_assets.assets.sandbox_config import ExecutionConfig, isolation_note, make_sandbox
-from evalmislead_assets.partitions import condition_thinking_partitions, split_key
-from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S
-from evalmislead_assets.resources import WarehouseResource
-from evalmislead_assets.assets.table_outs import table_outs
 from evalmislead_assets.assets.model_scope import model_sql
 from evalmislead_assets.assets.mutants import CODE_VERSION, GROUP
+from evalmislead_assets.assets.sandbox_config import ExecutionConfig, isolation_note, make_sandbox
+from evalmislead_assets.assets.table_outs import table_outs
+from evalmislead_assets.mutation.scoring import MUTANT_TIMEOUT_S, build_scores
+from evalmislead_assets.partitions import condition_thinking_partitions, split_key
+from evalmislead_assets.report.sections import mutation_score as mutation_report
+from evalmislead_assets.resources import WarehouseResource
+from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S
 
 SCORES_CODE_VERSION = CODE_VERSION + "+timeout-kill-half+run-cap"  # the kill rule of mutation_scoring
 MUTATION_TABLES = ("mutant_kills",)  # the side table of mutation_scores

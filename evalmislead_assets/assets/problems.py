@@ -18,9 +18,9 @@ from pydantic import Field
 
 from evalmislead_assets import settings
 from evalmislead_assets.errors import ConfigError
-from evalmislead_assets.study import problems as problem_data
 from evalmislead_assets.execution import oracle_validation
 from evalmislead_assets.resources import WarehouseResource
+from evalmislead_assets.study import problems as problem_data
 
 
 class ProblemsConfig(Config):

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from evalmislead_assets import settings, study_models
-from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.analysis.spec_labels import JUDGE_TEMPLATE
+from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.llm import answer_pack, embedded_model, prompts
 from evalmislead_assets.study.models import ModelSpec
 

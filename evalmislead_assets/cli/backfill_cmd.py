@@ -15,13 +15,13 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 
-from evalmislead_assets.jobs import GENERATION_ASSETS
-from evalmislead_assets.study.conditions import THINKING_MODES
 from evalmislead_assets import settings
-from evalmislead_assets.errors import ConfigError
-from evalmislead_assets.study.models import model_key
 from evalmislead_assets.cli import backfill_deps
 from evalmislead_assets.cli.webserver_client import BackfillState, WebserverClient, WebserverError
+from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.jobs import GENERATION_ASSETS
+from evalmislead_assets.study.conditions import THINKING_MODES
+from evalmislead_assets.study.models import model_key
 
 HELP = "backfill every partition of one thinking mode (e.g. --thinking on) through the running Dagster webserver"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from pathlib import Path
-
 from typing import Any
 
 from evalmislead_assets import settings, study_models

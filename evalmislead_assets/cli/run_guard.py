@@ -4,7 +4,14 @@
 from __future__ import annotations
 
 from evalmislead_assets.data_lock import (  # re-exported
-    LOCK_NAME, ConfigError, LockHeld, acquire, hold_data_folder, lock_paths, release, release_all,
+    LOCK_NAME,
+    ConfigError,
+    LockHeld,
+    acquire,
+    hold_data_folder,
+    lock_paths,
+    release,
+    release_all,
 )
 
 __all__ = ["LOCK_NAME", "ConfigError", "LockHeld", "acquire", "hold_data_folder", "lock_paths", "release",

@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from evalmislead_assets import config_check, settings
+from evalmislead_assets import config_check, data_lock, settings
+from evalmislead_assets.cli.model_runs import ModelRun, StepFailed, failed_phrase, state_lines, utc_now
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.llm import stop_signals
-from evalmislead_assets import data_lock
-from evalmislead_assets.cli.model_runs import ModelRun, StepFailed, failed_phrase, state_lines, utc_now
 from evalmislead_assets.study.models import ModelSpec, Study
 
 if TYPE_CHECKING:
@@ -176,12 +175,12 @@ def run(args: argparse.Namespace) -> int:
     from dagster import AssetKey
 
     from evalmislead_assets import study_models
-    from evalmislead_assets.definitions import defs
     from evalmislead_assets.assets.model_scope import language_key, problem_keys
+    from evalmislead_assets.definitions import defs
     from evalmislead_assets.jobs import model_keys
-    from evalmislead_assets.study.conditions import CONDITION_NAMES
     from evalmislead_assets.partitions import partition_key
     from evalmislead_assets.run_launcher import fail_stale_runs
+    from evalmislead_assets.study.conditions import CONDITION_NAMES
 
     modes = ["off", "on"] if args.thinking == "both" else [args.thinking]
     conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]

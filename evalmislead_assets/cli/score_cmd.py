@@ -13,13 +13,13 @@ import json
 import sys
 from pathlib import Path
 
+from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.execution import cells as execution_cells
 from evalmislead_assets.execution.collection import collect_module
 from evalmislead_assets.execution.extraction import defined_names, extract
 from evalmislead_assets.report.formatting import pct
 from evalmislead_assets.sandbox import verified_subset
 from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_TIMEOUT_S, Limits, Sandbox, SandboxUnavailable
-from evalmislead_assets.errors import ConfigError
 
 HELP = ("score a pytest file against buggy and fixed code: each test misleading / effective / both_pass / "
         "both_fail (tests import `from solution import NAME`)")

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from evalmislead_assets import settings
-from evalmislead_assets.store import sql_readonly
 from evalmislead_assets.cli.sql_output import csv_cell, format_table, plain, rows_note
 from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.store import sql_readonly
 from evalmislead_assets.store.database import StorageError, StorageLockTimeout
 
 HELP = ("run a read-only SQL query on the DuckDB file (safe during a backfill); prints a table, CSV or JSON; "

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, TextIO
 
 import duckdb
 
-from evalmislead_assets.store import sql_readonly
 from evalmislead_assets.cli.sql_output import format_table, rows_note
 from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.store import sql_readonly
 from evalmislead_assets.store.file_format import STORAGE_VERSION, needs_migration
 
 if TYPE_CHECKING:

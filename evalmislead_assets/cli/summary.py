@@ -15,7 +15,8 @@ from typing import Any
 import pandas as pd
 
 from evalmislead_assets import study_models
-from evalmislead_assets.analysis.determinism import not_run_reason, summarize as summarize_probe
+from evalmislead_assets.analysis.determinism import not_run_reason
+from evalmislead_assets.analysis.determinism import summarize as summarize_probe
 from evalmislead_assets.report.formatting import NOT_ESTIMABLE, ci, level_label, missing, pct, points
 from evalmislead_assets.report.tables import test_body
 from evalmislead_assets.store.database import Warehouse

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def _fresh(instance: "DagsterInstance", resolver: Any, key: "AssetKey", partitio
         return False
     materialization = records[0].asset_materialization
     incomplete = materialization.metadata.get(INCOMPLETE_KEY) if materialization is not None else None
-    if incomplete is not None and getattr(incomplete, "value", incomplete):
+    if incomplete is not None and incomplete.value:
         return False  # stored in place of a measurement that could not be made: try again
     run = instance.get_run_by_id(records[0].run_id)
     return run is not None and run.tags.get(SETTINGS_TAG) == fingerprint

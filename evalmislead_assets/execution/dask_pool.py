@@ -88,7 +88,7 @@ class DaskSandbox(Sandbox):
             replies = client.gather(futures)
         except SandboxUnavailable:
             raise
-        except Exception as exc:  # noqa: BLE001 (KilledWorker, a lost scheduler, a worker without the package: one line)
+        except Exception as exc:
             raise SandboxUnavailable(self._lost(exc)) from None
         finally:
             client.cancel(futures)

@@ -15,10 +15,10 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from evalmislead_assets.store.hashing import sha256_text
 from evalmislead_assets.llm.errors import Attempt, malformed, usage_int
 from evalmislead_assets.llm.types import ChatRequest, canonical_json, response_json
 from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.store.hashing import sha256_text
 
 SENT, ANSWERED, ERROR, ABANDONED = "sent", "answered", "error", "abandoned"
 # /props fields that change on every server start without changing any answer.

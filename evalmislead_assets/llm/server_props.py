@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from evalmislead_assets.llm.errors import one_line
 from evalmislead_assets.llm.call_store import CallStore
+from evalmislead_assets.llm.errors import one_line
 from evalmislead_assets.llm.types import LLMUnreachable
 from evalmislead_assets.llm.wait_progress import wait_for
 

@@ -4,8 +4,8 @@ request body (hashed into the cache key) and the parsing of a chat-completions r
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalmislead_assets.llm.errors import usage_int

@@ -53,11 +53,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from evalmislead_assets.mutation import mutator
-from evalmislead_assets.store import schema
 from evalmislead_assets.execution.collection import stored_test_ids
-from evalmislead_assets.sandbox.host import Isolation, Module, Ran, Sandbox, weakest
 from evalmislead_assets.execution.oracle_validation import ORACLE_TIMEOUT_S, run_oracle
+from evalmislead_assets.mutation import mutator
+from evalmislead_assets.sandbox.host import Isolation, Module, Ran, Sandbox, weakest
+from evalmislead_assets.store import schema
 
 MUTANT_TIMEOUT_S = 2.0
 SLOW_FRACTION = 0.25

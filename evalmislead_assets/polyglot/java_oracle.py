@@ -14,7 +14,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from evalmislead_assets.polyglot.java_runner import JAVA, JAVAC, JAVA_ENV, compiled_classes
+from evalmislead_assets.polyglot.java_runner import JAVA, JAVA_ENV, JAVAC, compiled_classes
 from evalmislead_assets.polyglot.problems import Problem
 from evalmislead_assets.polyglot.process import ProcessLimits, run_confined
 

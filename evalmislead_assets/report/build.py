@@ -19,21 +19,30 @@ from typing import Any
 
 import pandas as pd
 
-from evalmislead_assets.report.sections import method_notes as report_method
-from evalmislead_assets.report import section_list as report_sections
 from evalmislead_assets.analysis.plan import Plan
+from evalmislead_assets.report import section_list as report_sections
+from evalmislead_assets.report.formatting import level_label, mc_stability_note, md_table
 from evalmislead_assets.report.inputs import ReportSource
 from evalmislead_assets.report.inputs import read as read_inputs
+from evalmislead_assets.report.plots import rates_plot, truncation_plot
+from evalmislead_assets.report.sections import method_notes as report_method
+from evalmislead_assets.report.tables import (
+    EXAMPLE_TASK,
+    comparison_subset_note,
+    comparison_table,
+    example_section,
+    made_with_table,
+    mentions_section,
+    rates_table,
+    spec_section,
+    thinking_table,
+    truncation_lines,
+    truncation_table,
+)
+from evalmislead_assets.report.tables import ZERO_DEN as ZERO_DEN_LABEL
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_assets.store.values import is_missing
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
-from evalmislead_assets.report.formatting import level_label, mc_stability_note, md_table
-from evalmislead_assets.report.plots import rates_plot, truncation_plot
-from evalmislead_assets.report.tables import ZERO_DEN as ZERO_DEN_LABEL
-from evalmislead_assets.report.tables import (
-    EXAMPLE_TASK, comparison_subset_note, comparison_table, example_section, made_with_table, mentions_section,
-    rates_table, spec_section, thinking_table, truncation_lines, truncation_table,
-)
 
 ImageRef = Callable[[str, bytes], str]
 _TABLE = "table"  # field metadata: the field is the input table of its name, as stored

@@ -27,12 +27,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from evalmislead_assets.store.hashing import sha256_file
 from evalmislead_assets.analysis.plan import load_plan
-from evalmislead_assets.store.schema import TABLES as SCHEMA_TABLES
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.report.package_readme import package_readme
 from evalmislead_assets.report.provenance import llama_cpp
+from evalmislead_assets.store.hashing import sha256_file
+from evalmislead_assets.store.schema import TABLES as SCHEMA_TABLES
 
 # Tables exported: every table of the schema registry, in its order; llm_cache (raw response bodies) is
 # optional (--with-cache).

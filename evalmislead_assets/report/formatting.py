@@ -59,14 +59,14 @@ def level_label(level: float) -> str:
 STABLE_MC_SE = 0.00025
 
 
-def mc_se(lo_se: object, hi_se: object) -> str:
+def mc_se(lo_se: Any, hi_se: Any) -> str:
     """The Monte Carlo standard errors of an interval's two bounds, in points: '0.21 / 0.35'."""
     if missing(lo_se) or missing(hi_se):
         return "–"
     return f"{100 * float(lo_se):.2f} / {100 * float(hi_se):.2f}"
 
 
-def mc_stability_note(ses: pd.Series | list, n_boot: object) -> str:
+def mc_stability_note(ses: pd.Series | list, n_boot: Any) -> str:
     """One sentence: the largest Monte Carlo SE of the bounds shown, and whether the last printed digit is stable."""
     vals = [float(v) for v in ses if not missing(v)]
     if not vals:

@@ -8,8 +8,8 @@ import io
 import numpy as np
 import pandas as pd
 
-from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 from evalmislead_assets.report.formatting import level_label
+from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 
 
 def _png(fig, fmt: str = "png") -> bytes:

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import ast
 import re
-
 from typing import Any
 
 import pandas as pd
 
-from evalmislead_assets.store.values import is_missing
-
 from evalmislead_assets.analysis.spec_labels import bug_diff, category_counts
-from evalmislead_assets.study.conditions import CONDITIONS, THINKING_MODES
 from evalmislead_assets.report.formatting import (
-    ci, level_label, mc_se, md_table, missing, pct, points, rate_or_not_estimable, rate_with_ci,
+    ci,
+    level_label,
+    mc_se,
+    md_table,
+    missing,
+    pct,
+    points,
+    rate_or_not_estimable,
+    rate_with_ci,
 )
+from evalmislead_assets.store.values import is_missing
+from evalmislead_assets.study.conditions import CONDITIONS, THINKING_MODES
 
 EXAMPLE_TASK = "Python/30"
 MAX_EXAMPLE_TESTS = 25

@@ -55,8 +55,8 @@ from dagster import (
 from evalmislead_assets import config_check, data_lock, settings, study_models
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.partitions import condition_partitions, thinking_partitions
-from evalmislead_assets.store.schema import LANGUAGE_COLUMN, MODEL_COLUMN, TABLES
 from evalmislead_assets.store.database import StorageError, Warehouse
+from evalmislead_assets.store.schema import LANGUAGE_COLUMN, MODEL_COLUMN, TABLES
 
 # one-dimension partitions definitions -> their column (when the asset names no partition_expr)
 _SINGLE_DIMENSION_COLUMNS: list[tuple[PartitionsDefinition, str]] = [

@@ -3,12 +3,11 @@
 # No `from __future__ import annotations`: Dagster reads the nested-resource annotation at
 # class creation, and a string there would not accept a configure_at_launch() resource.
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Optional
 
 import httpx
 from dagster import ConfigurableResource
-
-from pathlib import Path
 
 from evalmislead_assets import settings, study_models
 from evalmislead_assets.llm import embedded_model

@@ -29,13 +29,12 @@ from typing import Any
 from evalmislead_assets.sandbox import guard as sandbox_guard
 from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, scrubbed_env
 from evalmislead_assets.sandbox.import_files import Snapshot as ImportSnapshot
-from evalmislead_assets.sandbox.kernel_state import hide_key_lists
 from evalmislead_assets.sandbox.ipc import write_line
+from evalmislead_assets.sandbox.isolation import PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, drop_capabilities, mount_own_proc, prctl
+from evalmislead_assets.sandbox.kernel_state import hide_key_lists
 from evalmislead_assets.sandbox.limits import CHAIN_PROCESSES
 from evalmislead_assets.sandbox.limits import clamp as limit_to_host
 from evalmislead_assets.sandbox.verdicts import collect_error, status_of
-from evalmislead_assets.sandbox.isolation import (PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, drop_capabilities,
-                                                  mount_own_proc, prctl)
 
 # The zygote's pytest plugin (zygote.ZygotePlugin), which calls into this module: named loosely here,
 # so that child never imports the module that imports it (no cycle, not even a type-only one).

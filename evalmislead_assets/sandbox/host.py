@@ -69,13 +69,18 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from evalmislead_assets.sandbox import seccomp
-from evalmislead_assets.sandbox import tamper_scan
+from evalmislead_assets.sandbox import seccomp, tamper_scan
 from evalmislead_assets.sandbox.ipc import ZygoteProcess
 from evalmislead_assets.sandbox.isolation import Isolation, first_closed_dir
-from evalmislead_assets.sandbox.limits import (LIMIT_STATUSES, MAX_ID_CHARS, MAX_TESTS, TEST_TIMEOUT_S,  # noqa: F401
-                                               Limits, TooLow, fit_to_host)  # Limits and its constants are named through host too
-
+from evalmislead_assets.sandbox.limits import (  # noqa: F401
+    LIMIT_STATUSES,
+    MAX_ID_CHARS,
+    MAX_TESTS,
+    TEST_TIMEOUT_S,
+    Limits,  # Limits and its constants are named through host too
+    TooLow,
+    fit_to_host,
+)
 
 MODULE_UNDER_TEST = "solution"  # tests import the code under test as `from solution import f`
 TEST_FILE = "test_generated.py"

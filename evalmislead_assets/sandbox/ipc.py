@@ -17,7 +17,6 @@ from typing import Any
 
 from evalmislead_assets.sandbox.processes import signal_group
 
-
 _write, _dumps = os.write, json.dumps  # bound at import (in the zygote): a test patching os.write changes nothing
 
 

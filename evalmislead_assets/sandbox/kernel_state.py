@@ -35,9 +35,20 @@ import ctypes
 import errno
 import os
 
-from evalmislead_assets.sandbox.isolation import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,
-                                                  CLONE_NEWUSER, MS_BIND, PR_SET_DUMPABLE, _mount,
-                                                  drop_capabilities, mount_own_proc, prctl, unshare)
+from evalmislead_assets.sandbox.isolation import (
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUSER,
+    MS_BIND,
+    PR_SET_DUMPABLE,
+    _mount,
+    drop_capabilities,
+    mount_own_proc,
+    prctl,
+    unshare,
+)
 from evalmislead_assets.sandbox.seccomp import CMP_MASKED_EQ, CMP_NE, Cmp, Filter, Library, Rule, act_errno
 
 CLONE_NEWTIME, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00000080, 0x02000000, 0x04000000

@@ -18,8 +18,7 @@ from typing import Any
 
 from evalmislead_assets.sandbox.child import module_process, sweep_children
 from evalmislead_assets.sandbox.host import UID_BASE
-from evalmislead_assets.sandbox.isolation import (CHAIN_FLAGS, CLONE_NEWPID, PR_SET_CHILD_SUBREAPER, chain_view,
-                                                  prctl, unshare)
+from evalmislead_assets.sandbox.isolation import CHAIN_FLAGS, CLONE_NEWPID, PR_SET_CHILD_SUBREAPER, chain_view, prctl, unshare
 
 # The zygote's pytest plugin (zygote.ZygotePlugin): named loosely, so this module never imports the zygote.
 ZygotePlugin = Any

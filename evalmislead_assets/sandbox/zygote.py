@@ -31,15 +31,22 @@ if __name__ == "__main__":  # started as a script: its own folder is sys.path[0]
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root
 
 from evalmislead_assets.sandbox import guard as sandbox_guard
-from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, UID_BASE, Limits
-from evalmislead_assets.sandbox.kernel_state import Filters, probe_test_namespaces
 from evalmislead_assets.sandbox.child import coverage_hooks, reap
-from evalmislead_assets.sandbox.supervisor import chain_supervisor
-from evalmislead_assets.sandbox.verdicts import crash_status
+from evalmislead_assets.sandbox.host import MODULE_UNDER_TEST, TEST_FILE, UID_BASE, Limits
 from evalmislead_assets.sandbox.ipc import OVERSIZE, LineReader, write_line
 from evalmislead_assets.sandbox.isolation import PR_SET_CHILD_SUBREAPER, Isolation, prctl, setup_isolation
-from evalmislead_assets.sandbox.protocol import (MAX_LINE, MAX_TEST_LINE, Malformed,
-                                                 parse_collected, parse_prefixed, parse_setup, parse_unprefixed)
+from evalmislead_assets.sandbox.kernel_state import Filters, probe_test_namespaces
+from evalmislead_assets.sandbox.protocol import (
+    MAX_LINE,
+    MAX_TEST_LINE,
+    Malformed,
+    parse_collected,
+    parse_prefixed,
+    parse_setup,
+    parse_unprefixed,
+)
+from evalmislead_assets.sandbox.supervisor import chain_supervisor
+from evalmislead_assets.sandbox.verdicts import crash_status
 
 _SETUP_TIMEOUT_S = 60.0  # the module process's own set-up (no test code): a mount, limits, a uid
 

@@ -28,11 +28,21 @@ import duckdb
 import pandas as pd
 
 from evalmislead_assets.store import file_format
-from evalmislead_assets.store.schema import MODEL_COLUMN, PER_MODEL_TABLES, TABLES
 from evalmislead_assets.store.faults import (  # re-exported: callers import them from here
-    FileIdentities, LockWaitReporter, StorageCorrupt, StorageDiskFull, StorageError, StorageFileGone,
-    StorageFileReplaced, StorageLockTimeout, damaged, damaged_words, disk_full, disk_full_message,
+    FileIdentities,
+    LockWaitReporter,
+    StorageCorrupt,
+    StorageDiskFull,
+    StorageError,
+    StorageFileGone,
+    StorageFileReplaced,
+    StorageLockTimeout,
+    damaged,
+    damaged_words,
+    disk_full,
+    disk_full_message,
 )
+from evalmislead_assets.store.schema import MODEL_COLUMN, PER_MODEL_TABLES, TABLES
 from evalmislead_assets.store.text_repair import Repair, sanitise_frame, sanitise_params
 
 __all__ = [

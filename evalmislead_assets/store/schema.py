@@ -298,8 +298,8 @@ _SPECS: tuple[Table, ...] = (
                                     "same parameters); NULL: none"),
     ),
     _table(
-        "answer_repeats", "per answer (test_generations; 0 tests included): repeated test bodies, and whether it was cut at the cap "
-        "while repeating",
+        "answer_repeats", "per answer (test_generations; 0 tests included): repeated test bodies, and whether it was cut "
+        "at the cap while repeating",
         _CONDITION, _THINKING, _TASK, _IDX, ("n_tests", "INTEGER"), ("n_distinct", "INTEGER", "tests not a copy"),
         ("n_duplicates", "INTEGER", "tests whose duplicate_of is set"), ("finish_reason", "VARCHAR"),
         ("tail_repeating", "BOOLEAN", "the answer's end repeats (digits masked): at most half of its last 30 lines "
@@ -321,7 +321,8 @@ _SPECS: tuple[Table, ...] = (
         ("top_misleading_n", "INTEGER"), ("top_misleading_share", "DOUBLE", "top_misleading_n / n_misleading"),
         ("top_effective_task", "VARCHAR"), ("top_effective_n", "INTEGER"),
         ("top_effective_share", "DOUBLE", "top_effective_n / n_effective"),
-        ("n_answers_with_tests", "INTEGER"), ("n_loop_answers", "INTEGER", "answers with scored tests cut at the cap while repeating"),
+        ("n_answers_with_tests", "INTEGER"),
+        ("n_loop_answers", "INTEGER", "answers with scored tests cut at the cap while repeating"),
         ("n_tests_in_loops", "INTEGER"), ("n_misleading_in_loops", "INTEGER"), ("n_effective_in_loops", "INTEGER"),
     ),
     _table(

@@ -11,6 +11,7 @@ Java/30), so `select language, ... from live_rates` sets the languages side by s
 
 from __future__ import annotations
 
+
 def same(a: str, b: str) -> str:
     """Two tables' rows of one answer: the same model (a row of an older file has none:
     NULL matches NULL), condition, thinking mode and problem."""

@@ -9,7 +9,10 @@ import pytest
 from evalmislead_assets import settings
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.analysis.rates import (
-    bootstrap_comparisons, condition_rates, thinking_comparisons, truncation_matched_subset,
+    bootstrap_comparisons,
+    condition_rates,
+    thinking_comparisons,
+    truncation_matched_subset,
 )
 from evalmislead_assets.analysis.reasoning_mentions import find_mentions, load_keywords
 from evalmislead_assets.analysis.secondary import keywords_path, reasoning_mentions, spec_label_splits

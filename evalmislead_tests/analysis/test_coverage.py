@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from evalmislead_assets.analysis import coverage as ca
-from evalmislead_assets.sandbox import coverage_probe as cm
 from evalmislead_assets.report.sections import coverage as coverage_report
+from evalmislead_assets.sandbox import coverage_probe as cm
 from evalmislead_assets.sandbox.host import Limits, Module, Sandbox
 from evalmislead_tests.stored import with_stored
 

@@ -10,15 +10,15 @@ from dagster import DagsterInstance, materialize
 
 from evalmislead_assets.analysis import determinism as det
 from evalmislead_assets.analysis.determinism_sensitivity import sensitivity
-from evalmislead_assets.report.sections import determinism as determinism_section
-from evalmislead_assets.report import section_list as report_sections
 from evalmislead_assets.assets import determinism as probe_assets
 from evalmislead_assets.assets import generation
-from evalmislead_assets.store.hashing import sha256_text
 from evalmislead_assets.llm.types import ChatRequest, ChatResult, build_body, canonical_json
 from evalmislead_assets.partitions import partition_key
+from evalmislead_assets.report import section_list as report_sections
+from evalmislead_assets.report.sections import determinism as determinism_section
 from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
 from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.store.hashing import sha256_text
 from evalmislead_tests.stored import with_stored
 
 

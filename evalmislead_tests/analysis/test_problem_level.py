@@ -13,7 +13,10 @@ from evalmislead_assets import settings
 from evalmislead_assets.analysis import bootstrap
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.analysis.problem_level import (
-    PROBLEM_COMPARISON_SQL, mcnemar_exact, problem_comparisons, problem_rates,
+    PROBLEM_COMPARISON_SQL,
+    mcnemar_exact,
+    problem_comparisons,
+    problem_rates,
 )
 from evalmislead_assets.report.sections.problem_level import render
 

@@ -9,7 +9,11 @@ from evalmislead_assets import settings
 from evalmislead_assets.analysis import repetition
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.analysis.repetition import (
-    function_keys, per_answer_repeats, per_test_repeats, repetition_rates, tail_repeating,
+    function_keys,
+    per_answer_repeats,
+    per_test_repeats,
+    repetition_rates,
+    tail_repeating,
 )
 from evalmislead_assets.report.sections.repetition import render
 

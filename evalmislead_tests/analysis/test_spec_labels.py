@@ -8,8 +8,8 @@ import pytest
 
 from evalmislead_assets import settings
 from evalmislead_assets.analysis import spec_labels as sl
-from evalmislead_assets.llm.prompts import load_template
 from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.llm.prompts import load_template
 
 BUGGY = "def get_positive(l: list):\n    return [e for e in l if e < 0]\n"
 FIXED = "def get_positive(l: list):\n    return [e for e in l if e > 0]\n"

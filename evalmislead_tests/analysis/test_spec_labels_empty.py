@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from dagster import DagsterInstance, materialize
 
-from evalmislead_assets.store import schema
 from evalmislead_assets.analysis import spec_labels as sl
 from evalmislead_assets.assets import analysis as assets
 from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.store import schema
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.stored import with_stored
 

@@ -8,9 +8,9 @@ import pytest
 
 from evalmislead_assets import settings
 from evalmislead_assets.errors import ConfigError
-from evalmislead_assets.report.sections import collected_not_scored as collection_report
 from evalmislead_assets.execution.batch import build_generated_tests, build_test_outcomes
 from evalmislead_assets.report.section_list import sections
+from evalmislead_assets.report.sections import collected_not_scored as collection_report
 from evalmislead_assets.sandbox.host import Sandbox
 from evalmislead_assets.store.database import Warehouse
 

@@ -10,8 +10,8 @@ from evalmislead_assets.assets import execution
 from evalmislead_assets.partitions import partition_key
 from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
 from evalmislead_assets.store.database import Warehouse
-from evalmislead_tests.stored import with_stored
 from evalmislead_tests.execution.test_scoring import WORKED_EXAMPLE as WORKED_TESTS
+from evalmislead_tests.stored import with_stored
 
 CHECKS = [execution.every_test_in_one_cell, execution.outcomes_for_every_answer, execution.truncation_counts_consistent]
 

@@ -16,12 +16,12 @@ from dagster import (
 )
 
 from evalmislead_assets import settings
-from evalmislead_assets.llm import prompts
 from evalmislead_assets.assets import generation
 from evalmislead_assets.assets.generation import THINKING_CHECK
+from evalmislead_assets.llm import prompts
+from evalmislead_assets.llm.llama_server import EmbeddedServer, smollm2_model
 from evalmislead_assets.partitions import partition_key
 from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
-from evalmislead_assets.llm.llama_server import EmbeddedServer, smollm2_model
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.stored import with_stored
 

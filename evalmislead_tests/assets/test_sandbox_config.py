@@ -6,9 +6,9 @@ import pytest
 
 from evalmislead_assets.assets.determinism import ProbeConfig
 from evalmislead_assets.assets.sandbox_config import ExecutionConfig, isolation_note, make_sandbox, warn_if_degraded
+from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S
 from evalmislead_assets.sandbox.isolation import Isolation
-from evalmislead_assets.errors import ConfigError
 
 FULL = Isolation(network=True, readonly_fs=True, pid_namespace=True, own_uid=True, chain_namespaces=True,
                  test_namespaces=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from evalmislead_assets.cli.run_console import FoldStackTraces, NOTE
+from evalmislead_assets.cli.run_console import NOTE, FoldStackTraces
 from evalmislead_assets.cli.server_check import unreachable_servers
 from evalmislead_assets.llm.server_props import unreachable
 from evalmislead_assets.study.models import Reach

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evalmislead_assets.study import problems
 from evalmislead_assets.execution import oracle_validation as validation
+from evalmislead_assets.study import problems
 
 
 def test_oracle_pass_needs_the_mark_not_just_exit_zero() -> None:

@@ -8,11 +8,11 @@ import time
 import httpx
 import pytest
 
-from evalmislead_assets.store.hashing import sha256_text
 from evalmislead_assets.llm.client import ChatClient
 from evalmislead_assets.llm.types import ChatRequest, LLMUnreachable, build_body, canonical_json, split_reasoning
 from evalmislead_assets.resources import LLMResource
 from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.store.hashing import sha256_text
 
 
 class FakeServers:

@@ -17,8 +17,8 @@ import pytest
 from evalmislead_assets.llm import server_props as llm_servers
 from evalmislead_assets.llm import stop_signals
 from evalmislead_assets.llm.client import ChatClient
-from evalmislead_assets.llm.types import ChatRequest, LLMFailing, LLMUnreachable
 from evalmislead_assets.llm.stop_signals import StopRequested
+from evalmislead_assets.llm.types import ChatRequest, LLMFailing, LLMUnreachable
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.fake_llm_server import FakeLLMServer
 

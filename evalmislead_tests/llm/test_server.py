@@ -7,11 +7,10 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
-
-from pathlib import Path
 
 from evalmislead_assets.llm import llama_server as server
 from evalmislead_assets.llm.llama_server import EmbeddedServer, ServerError

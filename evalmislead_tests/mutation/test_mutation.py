@@ -8,12 +8,12 @@ import pytest
 
 from evalmislead_assets import settings
 from evalmislead_assets.mutation import mutator as mutation
-from evalmislead_assets.report.sections import mutation_score as mr
 from evalmislead_assets.mutation import scoring as ms
-from evalmislead_assets.study.problems import DATA_FILE
 from evalmislead_assets.report.section_list import sections
+from evalmislead_assets.report.sections import mutation_score as mr
 from evalmislead_assets.sandbox.host import Ran, Sandbox
 from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.study.problems import DATA_FILE
 from evalmislead_tests.stored import with_stored
 
 GET_POSITIVE = "def get_positive(l: list):\n    return [e for e in l if e > 0]\n"

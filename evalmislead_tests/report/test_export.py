@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 
 from evalmislead_assets import settings
-from evalmislead_assets.report import export
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.cli import main
 from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.report import export
 from evalmislead_assets.store.database import Warehouse
 
 

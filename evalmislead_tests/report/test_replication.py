@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from evalmislead_assets.analysis import rates as analysis  # noqa: F401  (registers the tables the printed SQL reads)
-from evalmislead_assets.report.sections import replication as rp
 from evalmislead_assets.report.section_list import sections
+from evalmislead_assets.report.sections import replication as rp
 from evalmislead_assets.store.database import Warehouse
 
 THIS_RUN_COLUMNS = ["this run (a vs b)", "this run direction", "vs paper", "vs published run"]

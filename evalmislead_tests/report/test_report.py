@@ -6,7 +6,10 @@ import pytest
 from evalmislead_assets import settings
 from evalmislead_assets.analysis.plan import load_plan
 from evalmislead_assets.analysis.rates import (
-    bootstrap_comparisons, condition_rates, thinking_comparisons, truncation_matched_subset,
+    bootstrap_comparisons,
+    condition_rates,
+    thinking_comparisons,
+    truncation_matched_subset,
 )
 from evalmislead_assets.report import tables
 from evalmislead_assets.report.build import build, file_ref, load_data, pick_example_task, write

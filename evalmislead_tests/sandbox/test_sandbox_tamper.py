@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from evalmislead_assets.sandbox import tamper_scan as sandbox_tamper
 from evalmislead_assets.execution import cells as scoring
+from evalmislead_assets.sandbox import tamper_scan as sandbox_tamper
 from evalmislead_assets.sandbox.host import Module, Ran, Sandbox
 from evalmislead_tests import sandbox_corpus
 

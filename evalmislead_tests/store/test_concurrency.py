@@ -80,7 +80,11 @@ def test_four_partition_runs_started_together_all_succeed(tmp_path: Path, llama_
 
     from evalmislead_assets.jobs import CHAIN_ASSETS
     from evalmislead_tests.dagster_services import (
-        BIN, PROJECT_ROOT, STUDY_ENV, materialize_thinking_mode, grammar_run_config,
+        BIN,
+        PROJECT_ROOT,
+        STUDY_ENV,
+        grammar_run_config,
+        materialize_thinking_mode,
     )
 
     home = tmp_path / "dagster_home"

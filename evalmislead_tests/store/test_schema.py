@@ -11,8 +11,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from evalmislead_assets.store import schema
 from evalmislead_assets.execution.collection import stored_test_ids
+from evalmislead_assets.store import schema
 from evalmislead_assets.store.database import Warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,8 +162,8 @@ def test_every_table_asset_shows_its_columns_in_the_ui() -> None:
     """The registry is emitted as Dagster column metadata on every asset that is a table."""
     from dagster import AssetKey
 
-    from evalmislead_assets.store import schema
     from evalmislead_assets.definitions import defs
+    from evalmislead_assets.store import schema
 
     graph = defs.resolve_asset_graph()
     table_assets = [k for k in graph.get_all_asset_keys() if k.path[-1] in schema.TABLES]

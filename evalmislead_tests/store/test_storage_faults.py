@@ -197,8 +197,8 @@ def test_escape_leaves_valid_text_alone() -> None:
 def test_an_answer_with_a_lone_surrogate_is_stored_as_a_test_generations_row(tmp_path: Path) -> None:
     """The whole answer path: the server's JSON (``"\\ud800"``) -> ChatResult -> the asset's rows -> DuckDB."""
     from evalmislead_assets.assets.generation import _rows
-    from evalmislead_assets.llm.types import result_from_response
     from evalmislead_assets.llm.prompts import Rendered
+    from evalmislead_assets.llm.types import result_from_response
 
     response = json.loads('{"choices": [{"message": {"content": "def test_a():\\n    assert f() == \\"\\ud800\\""},'
                           ' "finish_reason": "stop"}], "usage": {"prompt_tokens": 5, "completion_tokens": 7}}')

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from dagster import DagsterInstance, asset, materialize
 
-from evalmislead_assets.store import file_format as storage_format
 from evalmislead_assets.cli import main
 from evalmislead_assets.cli.sql_session import find_duckdb_cli
 from evalmislead_assets.resources import WarehouseIOManager
+from evalmislead_assets.store import file_format as storage_format
 from evalmislead_assets.store.database import Warehouse
 
 ROOT = Path(__file__).resolve().parents[2]

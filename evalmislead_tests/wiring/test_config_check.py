@@ -17,8 +17,8 @@ from evalmislead_assets import config_check, settings
 from evalmislead_assets.analysis import plan as analysis_base
 from evalmislead_assets.analysis import spec_labels as sl
 from evalmislead_assets.analysis.reasoning_mentions import load_keywords
-from evalmislead_assets.resources import WarehouseIOManager
 from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.resources import WarehouseIOManager
 
 BINARY = bytes(range(256)) * 4  # not UTF-8, with NUL bytes
 

@@ -9,8 +9,8 @@ import pytest
 from dagster import AssetKey, DagsterInstance, materialize
 
 from evalmislead_assets import study_models
-from evalmislead_assets.llm import embedded_model
 from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.llm import embedded_model
 from evalmislead_assets.study.models import ModelSpec, Study, StudyError, model_reach, parse_study, select
 
 BUNDLED = list(embedded_model.BUNDLED)

@@ -5,6 +5,8 @@ tables recomputes the counts and discordant pairs from the stored rows."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from evalmislead_assets.analysis.problem_level import PROBLEM_COMPARISON_SQL
@@ -20,13 +22,13 @@ INTRO = ("A secondary analysis added by the plan amendment of 2026-12-07 (prompt
          "gave no test counts as 0; both denominators are shown.")
 
 
-def _share(k: object, n: object, tested: object = 1) -> str:
+def _share(k: Any, n: Any, tested: Any = 1) -> str:
     if not missing(tested) and int(tested) == 0:
         return "0 tests: not estimable"
     return "–" if missing(k) or missing(n) or int(n) == 0 else f"{int(k)} / {int(n)} ({100 * int(k) / int(n):.1f} %)"
 
 
-def _p(p: object) -> str:
+def _p(p: Any) -> str:
     if missing(p):
         return "–"
     return f"{float(p):.4f}" if float(p) >= 0.0001 else f"{float(p):.1e}"
@@ -44,11 +46,13 @@ def render(frames: dict[str, pd.DataFrame]) -> list[str]:
             "problems whose answer gave at least one test):", "", md_table(pd.DataFrame([{
                 "condition": x["condition"], "thinking": x["thinking"], "problems run": x["n_problems"],
                 "with tests": x["n_problems_with_tests"],
-                "with a misleading test: of run": f"{_share(x['problems_with_misleading'], x['n_problems'], x['n_problems_with_tests'])} "
-                                                  f"{ci(x['misleading_share_ci_low'], x['misleading_share_ci_high'], False)}",
+                "with a misleading test: of run":
+                    f"{_share(x['problems_with_misleading'], x['n_problems'], x['n_problems_with_tests'])} "
+                    f"{ci(x['misleading_share_ci_low'], x['misleading_share_ci_high'], False)}",
                 "misleading: of those with tests": _share(x["problems_with_misleading"], x["n_problems_with_tests"]),
-                "with an effective test: of run": f"{_share(x['problems_with_effective'], x['n_problems'], x['n_problems_with_tests'])} "
-                                                  f"{ci(x['effective_share_ci_low'], x['effective_share_ci_high'], False)}",
+                "with an effective test: of run":
+                    f"{_share(x['problems_with_effective'], x['n_problems'], x['n_problems_with_tests'])} "
+                    f"{ci(x['effective_share_ci_low'], x['effective_share_ci_high'], False)}",
                 "effective: of those with tests": _share(x["problems_with_effective"], x["n_problems_with_tests"]),
             } for _, x in rates.sort_values(["thinking", "condition"], kind="stable").iterrows()])), ""]
     if comp is None or comp.empty:

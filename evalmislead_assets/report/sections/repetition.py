@@ -4,6 +4,8 @@ copies counted once, the top problem's share of each cell's tests, and what loop
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from evalmislead_assets.report.formatting import md_table, missing, pct
@@ -20,7 +22,7 @@ INTRO = ("At temperature 0 a small model often falls into a loop and writes one 
          "conditions are ranked by the pooled rates only with this table in view.")
 
 
-def _top(task: object, n: object, share: object) -> str:
+def _top(task: Any, n: Any, share: Any) -> str:
     return "–" if missing(task) else f"{task}: {int(n)} ({pct(share)})"
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from evalmislead_assets.analysis import bootstrap
-from evalmislead_assets.report.formatting import md_table, missing, points, pct
+from evalmislead_assets.report.formatting import md_table, missing, pct, points
 from evalmislead_assets.study.problems import PACKAGE_DATA_DIR
 
 DATA_FILE = PACKAGE_DATA_DIR / "published_results.json"

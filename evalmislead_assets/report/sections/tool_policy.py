@@ -21,7 +21,7 @@ def _pct(x: Any) -> str:
     return "not defined (nothing kept)" if x is None or x != x else f"{100 * float(x):.1f} %"
 
 
-def _pct_ci(x: object, lo: object, hi: object) -> str:
+def _pct_ci(x: Any, lo: Any, hi: Any) -> str:
     if missing(x):
         return "not defined (nothing kept)"
     bounds = "" if missing(lo) or missing(hi) else f" [{100 * float(lo):.1f}, {100 * float(hi):.1f}]"
