@@ -59,7 +59,7 @@ EXPECTED: dict[str, dict[str, str]] = {
                                   "test_finds_the_name_free_and_nothing_queued": "passed"},
     "kernel_import_files.py": {"test_changes_the_import_files": "passed",
                                "test_finds_them_as_the_import_left_them": "passed"},
-    # issue 40: the batch root, the test's stdout, code pytest compiles from the test's strings
+    # the batch root, the test's stdout, code pytest compiles from the test's strings
     "iso_batch_root.py": {"test_leaves_a_file_in_the_batch_root": "passed", "test_finds_nothing_in_the_batch_root": "passed"},
     "iso_stdout.py": {"test_stdout_opens_nothing": "passed"},
     "tamper_string_condition.py": {"test_string_condition_reaches_frames": "tampered"},

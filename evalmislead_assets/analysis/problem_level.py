@@ -168,7 +168,7 @@ def problem_comparisons(
 
 
 def verdict(p: float, excludes_zero: bool, alpha: float, primary: bool) -> str:
-    """A difference when the exact McNemar p is below alpha; says so when the bootstrap interval disagrees."""
+    """A difference when the exact McNemar p is below alpha; says so when the paired-bootstrap interval disagrees."""
     if not primary:
         return "report-only"
     if p < alpha:

@@ -44,7 +44,7 @@ EXPECTED = {
     "metaclass.py": "uses type beyond type(x)",
     "name_rebound.py": "uses __name__",
     "importorskip.py": "reaches .importorskip",
-    # issue 40: each class of the fourth pass, closed by what the construct can reach
+    # each class of attack, closed by what the construct can reach
     "unittest_run_item.py": "class TestForged defines run (unittest calls it with pytest's item)",
     "call_assigned.py": "class TestForged defines __call__ (unittest calls it with pytest's item)",
     "private_protocol.py": "class TestForged defines _addSkip (unittest calls private methods with its result)",
@@ -88,7 +88,7 @@ def test_the_honest_corpus_is_inside_the_subset(name: str) -> None:
 
 
 HONEST_SNIPPETS = {
-    "rejected-but-harmless constructs (issue 40)": '''
+    "rejected-but-harmless constructs": '''
 import sys
 import unittest
 import pytest
@@ -214,7 +214,7 @@ def test_honest_kinds_are_inside_the_subset(name: str) -> None:
     ("class T:\n    def __del__(self):\n        pass\n", "class T defines __del__"),
     ("from solution import f\nf.cache = {}\n", "changes f.cache, which the file imported"),
     ("def test_x(*fixtures):\n    pass\n", "test_x takes *args/**kwargs"),
-    # issue 40: rules by what a construct reaches
+    # rules by what a construct reaches
     ("import pytest\n@pytest.mark.skipif(not FLAG, reason='')\ndef test_x():\n    pass\n",
      "gives skipif a condition that is not a constant boolean (pytest evaluates a string)"),
     ("import pytest\nm = pytest.mark.xfail\n", "keeps the mark xfail (it can be called again with a string condition)"),
