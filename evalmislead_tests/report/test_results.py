@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from evalmislead_assets.cli import main
-from evalmislead_assets.report import results
+from evalmislead_assets.report import readme_summary, results
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.report.test_report import store
 
 README = f"# x\n\nbefore\n\n{results.BEGIN}\nold text\n{results.END}\n\nafter\n"
+SUMMARY = f"# x\n\n{readme_summary.BEGIN}\nold text\n{readme_summary.END}\n\nafter\n"
 
 
 @pytest.mark.slow
@@ -29,7 +30,8 @@ def test_section_from_rows_written_and_checked(tmp_path: Path, capsys: pytest.Ca
     readme = tmp_path / "README.md"
     readme.write_text(README)
     assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--check", str(readme)]) == 1
-    assert "differs" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "differ from what" in err and "\n-old text" in err  # with a unified diff of what changed
     assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--write", str(readme)]) == 0
     text = readme.read_text()
     assert text.startswith("# x\n\nbefore\n\n") and text.endswith("\n\nafter\n") and "old text" not in text
@@ -45,6 +47,18 @@ def test_section_from_rows_written_and_checked(tmp_path: Path, capsys: pytest.Ca
     store(wh, with_task_30=False)
     assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--check", str(readme)]) == 1
 
+    # the README's first screen: the same command writes its own block from the same rows
+    short = tmp_path / "SHORT.md"
+    short.write_text(SUMMARY)
+    assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--write", str(short)]) == 0
+    block = results.current(short.read_text(), readme_summary.BEGIN, readme_summary.END)
+    assert results.BEGIN not in short.read_text() and "old text" not in block
+    rows = [x for x in block.splitlines() if x.startswith("| ")]
+    assert rows[1].startswith("| buggy_code ") and "| primary " in rows[1]  # primary conditions first
+    assert "C1, misleading, `buggy_code` − `fixed_code`" in block and "Pooled over tests" in block
+    assert "assert get_positive([1, 2, 3]) == []" in block
+    assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--check", str(short)]) == 0
+
 
 def test_no_markers_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wh = Warehouse(tmp_path / "r.duckdb")
@@ -52,7 +66,7 @@ def test_no_markers_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[st
     readme = tmp_path / "README.md"
     readme.write_text("# nothing here\n")
     assert main(["results", "--db", str(wh.path), "--pack", str(tmp_path / "none"), "--write", str(readme)]) == 2
-    assert "no Results markers" in capsys.readouterr().err
+    assert "has no generated section's markers" in capsys.readouterr().err
 
 
 def test_a_misleading_test_of_the_run_with_its_bug_and_source(tmp_path: Path) -> None:

@@ -10,11 +10,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-README_MAX_LINES = 250
+README_MAX_LINES = 150  # about three screens at 1280 px, generated blocks included
 
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
-# the sections `evalmislead results [--languages] --write README.md` generates from stored rows
-_GENERATED = re.compile(r"<!-- (results|languages):begin .*?<!-- \1:end -->", re.S)
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +72,8 @@ def test_the_protocol_is_a_page_of_the_site(site) -> None:
 
 def test_the_readme_is_short_and_its_links_resolve() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    # what is written by hand stays short; the generated Results tables are as long as the study's tables
-    assert len(_GENERATED.sub("", readme).splitlines()) < README_MAX_LINES
+    # the whole README, its generated first screen of results included; the full Results are in docs/results.md
+    assert len(readme.splitlines()) <= README_MAX_LINES
     links = [t for t in _LINK.findall(readme) if not t.startswith(("http://", "https://", "#"))]
     assert any(t.startswith("docs/") for t in links)
     for target in links:
