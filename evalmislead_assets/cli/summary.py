@@ -17,7 +17,7 @@ import pandas as pd
 from evalmislead_assets import study_models
 from evalmislead_assets.analysis.determinism import not_run_reason, summarize as summarize_probe
 from evalmislead_assets.report.formatting import NOT_ESTIMABLE, ci, missing, pct, points
-from evalmislead_assets.report.tables import test_body
+from evalmislead_assets.report import worked_example as example
 from evalmislead_assets.store.database import Warehouse
 
 
@@ -62,35 +62,20 @@ def comparisons_table(comp: pd.DataFrame) -> pd.DataFrame:
 
 def worked_example(wh: Warehouse, models: list[str] | None = None) -> list[str]:
     """One stored test with its status on both versions: a misleading one where there is one (of any of
-    ``models``, in their order; default: any model)."""
+    ``models``, in their order; default: any model), chosen by report.worked_example."""
     order = models or []
     unnamed = study_models.unnamed_rows_model() if order else None
-    row = wh.query_df(
-        "SELECT o.model_name, o.condition, o.thinking, o.task_id, o.test_id, o.buggy_status, o.fixed_status, "
-        "o.outcome, g.source, p.entry_point FROM test_outcomes o "
-        "JOIN generated_tests g ON g.model_name IS NOT DISTINCT FROM o.model_name AND g.condition = o.condition "
-        "AND g.thinking = o.thinking AND g.task_id = o.task_id JOIN problems p ON p.task_id = o.task_id "
-        + ("WHERE list_contains(?, coalesce(o.model_name, ?)) " if order else "")
-        + "ORDER BY coalesce(o.language, 'python') <> 'python', o.outcome <> 'misleading', o.condition <> 'buggy_code', o.task_id <> 'Python/30', "
-        + ("list_position(?, coalesce(o.model_name, ?)), " if order else "")
-        + "o.thinking, o.task_id, o.test_id LIMIT 1",
-        [order, unnamed, order, unnamed] if order else [], read_only=True)
-    if row.empty:
+    x = example.pick(lambda sql, params: wh.query_df(sql, params, read_only=True), models=order, unnamed=unnamed)
+    if x is None:
         return ["Worked example: no executed test is stored yet."]
-    x = row.iloc[0]
-    cell = str(x["outcome"]).replace("_", " ")
+    cell = x.outcome.replace("_", " ")
     article = "an" if cell[:1] in "aeiou" else "a"
-    kind = "a misleading test" if cell == "misleading" else f"no misleading test stored; {article} {cell} test"
-    who = f"model {x['model_name']}, " if len(order) > 1 and isinstance(x["model_name"], str) else ""
-    out = [f"Worked example ({kind}): {x['task_id']} `{x['entry_point']}`, {who}condition {x['condition']}, "
-           f"thinking {x['thinking']}, test {x['test_id']}"]
-    body = test_body(x["source"], x["test_id"])
-    if body:
-        lines = [ln.rstrip() for ln in body.splitlines() if ln.strip()]
-        asserts = [ln for ln in lines if "assert" in ln or "raises" in ln] or lines[1:]
-        out += [f"    {ln.strip()}" for ln in asserts[:4]]
-    out.append(f"  on the buggy version: {x['buggy_status']}; on the fixed version: {x['fixed_status']} "
-               f"-> {x['outcome'].replace('_', ' ')}")
+    kind = "a misleading test" if x.misleading else f"no misleading test stored; {article} {cell} test"
+    who = f"model {x.model_name}, " if len(order) > 1 and x.model_name else ""
+    out = [f"Worked example ({kind}): {x.task_id} `{x.entry_point}`, {who}condition {x.condition}, "
+           f"thinking {x.thinking}, test {x.test_id}"]
+    out += [f"    {ln}" for ln in x.assertion()]
+    out.append(f"  on the buggy version: {x.buggy_status}; on the fixed version: {x.fixed_status} -> {cell}")
     return out
 
 
