@@ -29,6 +29,8 @@ def largest(rates: pd.DataFrame, cell: str) -> str:
     r = r[r[f"{cell}_rate"].notna()]
     if r.empty:
         return "not estimable (no condition has tests)"
+    if int(r[f"n_{cell}"].fillna(0).sum()) == 0:
+        return f"none: no {cell} test among the {int(r['n_tests'].sum())} tests of {len(r)} conditions"
     x = r.sort_values([f"{cell}_rate", "condition"], ascending=[False, True]).iloc[0]
     return (f"`{x['condition']}` {pct(x[f'{cell}_rate'])} {ci(x[f'{cell}_ci_low'], x[f'{cell}_ci_high'], False)} "
             f"({int(x[f'n_{cell}'])}/{int(x['n_tests'])} tests)")

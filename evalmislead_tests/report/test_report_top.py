@@ -134,3 +134,13 @@ def test_the_coverage_plot_is_wide_has_an_svg_and_shows_few_tests_n() -> None:
     finally:
         Figure.savefig = original
     assert "n=15" in shown
+
+
+def test_the_largest_rate_of_no_event_names_none() -> None:
+    from evalmislead_assets.report.summary import largest
+
+    rates = pd.DataFrame([{"condition": c, "n_tests": 5, "n_misleading": 0, "misleading_rate": 0.0,
+                           "misleading_ci_low": 0.0, "misleading_ci_high": 0.55} for c in ("buggy_code", "fixed_code")])
+    assert largest(rates, "misleading") == "none: no misleading test among the 10 tests of 2 conditions"
+    rates.loc[1, ["n_misleading", "misleading_rate"]] = [1, 0.2]
+    assert largest(rates, "misleading").startswith("`fixed_code` 20.0 % [0.0, 55.0] (1/5 tests)")
