@@ -57,6 +57,7 @@ def rates_plot(rates: pd.DataFrame, fmt: str = "png") -> bytes | None:
     modes = [m for m in THINKING_MODES if (rates["thinking"] == m).any()]
     fig = _figure(max(10.0, 6.5 * len(modes)), 5.6)
     axes = fig.subplots(1, len(modes), squeeze=False, sharey=True)[0]
+    highest = 0.0
     for ax, mode in zip(axes, modes):
         r = rates[rates["thinking"] == mode].set_index("condition").reindex(
             [c for c in CONDITION_NAMES if c in set(rates.loc[rates["thinking"] == mode, "condition"])])
@@ -78,8 +79,9 @@ def rates_plot(rates: pd.DataFrame, fmt: str = "png") -> bytes | None:
                 ax.text(x[i], top[i] + 1.5, f"n={n[i]}", ha="center", va="bottom", fontsize=FONT_PT - 1)
         ax.set_xticks(x, [c.replace("_", "\n") for c in r.index])
         ax.set_ylabel("% of all tests")
-        ax.set_ylim(0, 105)
+        highest = max(highest, float(np.nanmax(top, initial=0.0)))
         _style(ax, f"thinking {mode}")
+    axes[0].set_ylim(0, min(105.0, max(20.0, 1.15 * highest + 6)))  # the panels share it; room for the n labels
     fig.suptitle(f"Rates per condition ({level_label(float(rates['level'].iloc[0]))} cluster-adjusted Wilson "
                  f"intervals; n = tests where fewer than {FEW_TESTS})", fontsize=FONT_PT + 1)
     return _png(fig, fmt)
