@@ -46,7 +46,7 @@ from evalmislead_assets.analysis.spec_labels import (
 from evalmislead_assets.analysis.tool_policy import INPUT_COLUMNS as TOOL_POLICY_COLUMNS
 from evalmislead_assets.analysis.tool_policy import TOOL_POLICY_SQL
 from evalmislead_assets.analysis.tool_policy import tool_policy as tool_policy_table
-from evalmislead_assets.assets.analysis_inputs import UPSTREAM, plan_code_version, study_plan
+from evalmislead_assets.assets.analysis_inputs import UPSTREAM, plan_code_version, say_notes, study_plan
 from evalmislead_assets.assets.model_scope import model_path
 from evalmislead_assets.assets.table_outs import table_outs
 from evalmislead_assets.llm.errors import batch_errors_line
@@ -120,8 +120,7 @@ def bootstrap_comparisons(
     t0 = time.perf_counter()
     df, notes = rates.bootstrap_comparisons(outcomes, gens, gt, plan)
     wall = time.perf_counter() - t0
-    for n in notes:
-        context.log.warning(n)
+    say_notes(context.log.warning, context.log.info, notes, gens)
     context.log.info(f"bootstrap_comparisons: {len(df)} rows, {plan.n_boot} resamples each, {wall:.2f} s")
     shown = df[["thinking", "comparison_id", "metric", "condition_a", "condition_b", "estimate", "ci_low",
                 "ci_high", "n_problems", "n_zero_denominator", "subset", "verdict"]]
@@ -145,8 +144,9 @@ def truncation_matched_subset(
     cov = _coverage(outcomes, gens, gt)
     modes = set(cast(list[str], cov["thinking_modes_present"].value))
     note = "" if {"off", "on"} <= modes else f"only thinking {sorted(modes)} stored: the subset is empty until both modes are"
-    if note:
-        context.log.warning(note)
+    if note:  # a mode with no answer at all is one the study did not run: nothing is missing
+        answered = set(gens["thinking"]) if len(gens) else set()
+        (context.log.warning if ({"off", "on"} - modes) & answered else context.log.info)(note)
     return Output(df, metadata={
         "problems_considered": len(df), "in_subset": n_in, "note": note, **_plan_meta(plan), **cov,
     })
@@ -213,8 +213,7 @@ def problem_comparisons(
     t0 = time.perf_counter()
     df, notes = problem_level.problem_comparisons(test_outcomes, test_generations, generated_tests, plan)
     wall = time.perf_counter() - t0
-    for n in notes:
-        context.log.warning(n)
+    say_notes(context.log.warning, context.log.info, notes, test_generations)
     shown = df[["thinking", "comparison_id", "metric", "condition_a", "condition_b", "n_problems", "problems_a",
                 "problems_b", "discordant_a", "discordant_b", "mcnemar_p", "estimate", "ci_low", "ci_high", "verdict"]]
     return Output(df, metadata={
@@ -363,8 +362,9 @@ def reasoning_mentions(
     gens, outcomes = _cell(test_generations), _cell(test_outcomes)
     answers, matches, summary = secondary.reasoning_mentions(gens, outcomes, keywords, plan)
     note = "" if len(gens) else f"no {cond}|{thinking} answers stored: materialize that partition to fill this table"
-    if note:
-        context.log.warning(note)
+    if note:  # a mode no answer is stored for is one the study did not run: info, not a warning
+        ran = len(test_generations) and (test_generations["thinking"] == thinking).any()
+        (context.log.warning if ran else context.log.info)(note)
     meta = {"keywords_sha256": keywords.sha256, **_plan_meta(plan)}
     return (
         Output(answers, output_name="reasoning_mentions", metadata={

@@ -5,7 +5,10 @@ Shared inputs (like problem_inputs.py), so that no group's module imports anothe
 """
 
 import hashlib
+import re
+from collections.abc import Callable, Iterable
 
+import pandas as pd
 from dagster import AssetIn
 
 from evalmislead_assets import settings
@@ -45,3 +48,13 @@ def plan_code_version(template: str | None = None, plan_file: str | None = None)
     except Exception:  # an unreadable plan or prompt fails the run itself, with its own error
         parts = ["plan-unreadable"]
     return "+".join([CODE_VERSION, *parts])
+
+
+def say_notes(warn: Callable[[str], object], info: Callable[[str], object], notes: Iterable[str],
+              answers: pd.DataFrame) -> None:
+    """Each note as a warning, except one naming only thinking modes (``thinking=on``) with no stored answer at
+    all: a mode the study did not run is nothing missing, so that note goes to ``info``."""
+    ran = set(answers["thinking"]) if len(answers) and "thinking" in answers.columns else set()
+    for note in notes:
+        modes = set(re.findall(r"thinking=(\w+)", note))
+        (info if modes and not modes & ran else warn)(note)

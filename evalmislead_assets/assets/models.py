@@ -12,7 +12,13 @@ from dagster import AssetExecutionContext, AssetIn, AssetsDefinition, Materializ
 
 from evalmislead_assets import settings
 from evalmislead_assets.analysis import cross_model
-from evalmislead_assets.assets.analysis_inputs import OUTCOME_COLUMNS, UPSTREAM, plan_code_version, study_plan
+from evalmislead_assets.assets.analysis_inputs import (
+    OUTCOME_COLUMNS,
+    UPSTREAM,
+    plan_code_version,
+    say_notes,
+    study_plan,
+)
 from evalmislead_assets.jobs import model_keys
 from evalmislead_assets.report.build import to_html
 from evalmislead_assets.report.formatting import md_table
@@ -66,8 +72,7 @@ def build(study: Study) -> list[AssetsDefinition]:
         f = _frames(study, inputs)
         df, notes = cross_model.per_model_comparisons(f["test_outcomes"], f["test_generations"], f["generated_tests"],
                                                       study_plan(), names)
-        for n in notes:
-            context.log.warning(n)
+        say_notes(context.log.warning, context.log.info, notes, f["test_generations"])
         return Output(df, metadata={"models": MetadataValue.json(names), "rows": len(df),
                                     "skipped": MetadataValue.json(notes)})
 

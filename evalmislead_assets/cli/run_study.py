@@ -205,12 +205,13 @@ def run(args: argparse.Namespace) -> int:
                 up_to_date.STUDY_TAG: recorded_study.sha256_text(settings.study_text())}
     for stale in fail_stale_runs(instance):  # a killed run's partition is free again
         print(f"evalmislead: {stale.line()}", flush=True)
-    subset = ("all 164" if cfg.problems is None else ",".join(map(str, cfg.problems))) + \
-        f" (from {settings.problem_source()})"
+    from evalmislead_assets.cli.summary import caps_text, problems_text
+
+    subset = f"{problems_text(cfg.problems)} from {settings.problem_source()}"
     reaches = {m.name: study_models.reach(m, study) for m in study.models}
     llm = reaches[study.models[0].name].describe() if not study.prefixed else "each model's own (below)"
-    print(f"evalmislead: DuckDB {cfg.db}; DAGSTER_HOME {home}; problems {subset}; "
-          f"max_tokens off={cfg.max_tokens_off} on={cfg.max_tokens_on}; LLM {llm}", flush=True)
+    print(f"evalmislead: DuckDB {cfg.db}; DAGSTER_HOME {home}; {subset}; "
+          f"{caps_text(cfg.max_tokens_off, cfg.max_tokens_on, study.models, modes)}; LLM {llm}", flush=True)
     print(f"evalmislead: model{'s' if study.prefixed else ''} "
           f"{'; '.join(f'{m.name}: {reaches[m.name].describe()}{_own_caps(m)}' for m in study.models)} "
           f"(study file {study.source})", flush=True)
@@ -395,14 +396,16 @@ class Progress:
             f"SELECT (SELECT count(*) FROM test_generations WHERE list_contains(?, thinking) "
             f"AND list_contains(?, condition) AND list_contains(?, problem_idx) AND {mine}) "
             f"+ (SELECT count(*) FROM model_specs WHERE list_contains(?, thinking) AND list_contains(?, problem_idx) "
-            f"AND {mine}) AS answers, (SELECT coalesce(sum(completion_tokens), 0) FROM llm_calls WHERE ts >= ?) AS tokens",
-            [modes, conds, probs, models, self.unnamed, langs, modes, probs, models, self.unnamed, langs, self.since],
-            read_only=True).iloc[0]
+            f"AND {mine}) AS answers, (SELECT coalesce(sum(completion_tokens), 0) FROM llm_calls WHERE ts >= ?) AS tokens, "
+            f"(SELECT count(*) FROM llm_calls WHERE ts >= ?) AS sent",
+            [modes, conds, probs, models, self.unnamed, langs, modes, probs, models, self.unnamed, langs, self.since,
+             self.since], read_only=True).iloc[0]
         done, tokens = min(int(row["answers"]), self.total), int(row["tokens"])
         elapsed = time.monotonic() - self.start
-        eta = elapsed / done * (self.total - done) if done else float("nan")
-        print(f"evalmislead: progress after {label}: {done}/{self.total} answers stored, {tokens} new tokens in "
-              f"{elapsed:.0f} s ({tokens / max(elapsed, 1e-9):.1f} tok/s), remaining answers ETA {eta / 60:.1f} min", flush=True)
+        from evalmislead_assets.cli.summary import progress_text
+
+        print(f"evalmislead: progress after {label}: "
+              f"{progress_text(done, self.total, int(row['sent']), tokens, elapsed)}", flush=True)
 
 
 def _first_failure(result: object) -> str:

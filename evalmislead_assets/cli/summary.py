@@ -17,9 +17,10 @@ import pandas as pd
 from evalmislead_assets import study_models
 from evalmislead_assets.analysis.determinism import not_run_reason
 from evalmislead_assets.analysis.determinism import summarize as summarize_probe
+from evalmislead_assets.report import worked_example as example
 from evalmislead_assets.report.formatting import NOT_ESTIMABLE, ci, level_label, missing, pct, points
-from evalmislead_assets.report.tables import test_body
 from evalmislead_assets.store.database import Warehouse
+from evalmislead_assets.study.conditions import CONDITION_NAMES, CONDITIONS, THINKING_MODES
 
 
 def rate_text(count: Any, n_tests: Any, rate: Any, lo: Any = None, hi: Any = None) -> str:
@@ -37,19 +38,76 @@ def _level(rates: pd.DataFrame) -> str:
     return f"{level_label(float(levels.iloc[0]))} " if len(levels) else ""
 
 
+def ordered(rates: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the report's order: thinking off first, then the primary conditions (in the protocol's order),
+    then the reference ones."""
+    def key(row: pd.Series) -> tuple:
+        c = row["condition"]
+        role = CONDITIONS[c].role if c in CONDITIONS else "other"
+        pos = CONDITION_NAMES.index(c) if c in CONDITION_NAMES else len(CONDITION_NAMES)
+        return (THINKING_MODES.index(row["thinking"]) if row["thinking"] in THINKING_MODES else 9,
+                role != "primary", pos, str(c))
+
+    if rates.empty:
+        return rates
+    return rates.loc[sorted(rates.index, key=lambda i: key(rates.loc[i]))].reset_index(drop=True)
+
+
 def rates_table(rates: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    for _, x in rates.iterrows():
+    for _, x in ordered(rates).iterrows():
+        with_misleading = x.get("problems_with_misleading")
+        n_problems = x.get("n_problems")
         rows.append({
-            "condition": x["condition"], "thinking": x["thinking"], "answers": int(x["n_answers"]),
+            "condition": x["condition"], "thinking": x["thinking"],
+            "role": CONDITIONS[x["condition"]].role if x["condition"] in CONDITIONS else "",
+            "answers": int(x["n_answers"]),
             "tests": int(x["n_tests"]), "misleading": int(x["n_misleading"]), "effective": int(x["n_effective"]),
             "both pass": int(x["n_both_pass"]), "both fail": int(x["n_both_fail"]),
             "misleading rate [CI]": rate_text(x["n_misleading"], x["n_tests"], x["misleading_rate"],
                                               x.get("misleading_ci_low"), x.get("misleading_ci_high")),
             "effective rate [CI]": rate_text(x["n_effective"], x["n_tests"], x["effective_rate"],
                                              x.get("effective_ci_low"), x.get("effective_ci_high")),
+            "problems with a misleading test": "–" if missing(with_misleading) or missing(n_problems)
+            else f"{int(with_misleading)}/{int(n_problems)}",
         })
     return pd.DataFrame(rows)
+
+
+def problems_text(problems: list[int] | None, total: int = 164) -> str:
+    """A problem list in a few words: '164 problems (0-163)', '3 problems (0-1, 30)'; None: all ``total``."""
+    idx = sorted(set(range(total) if problems is None else problems))
+    spans: list[list[int]] = []
+    for i in idx:
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    runs = [f"{a}-{b}" if b > a else str(a) for a, b in spans]
+    shown = ", ".join(runs[:8]) + (f", ... ({len(runs) - 8} more ranges)" if len(runs) > 8 else "")
+    return f"{len(idx)} problem{'' if len(idx) == 1 else 's'} ({shown})"
+
+
+def caps_text(default_off: int, default_on: int, models: list[Any], modes: list[str]) -> str:
+    """The output caps that apply to the modes run: a model's own (its study entry) else the default; one value
+    when every model has the same, else each model's."""
+    def cap(m: Any, mode: str) -> int:
+        own = m.max_tokens_off if mode == "off" else m.max_tokens_on
+        return int(own or (default_off if mode == "off" else default_on))
+
+    per = {m.name: " ".join(f"{mode}={cap(m, mode)}" for mode in modes) for m in models}
+    if len(set(per.values())) <= 1:
+        return f"max_tokens {next(iter(per.values()), '')}".rstrip()
+    return "max_tokens " + "; ".join(f"{name}: {text}" for name, text in per.items())
+
+
+def progress_text(done: int, total: int, sent: int, tokens: int, elapsed: float) -> str:
+    """Answers stored of the run's total, and the remaining time at this pace; the new tokens and their rate only
+    when requests were sent (a replay answers from the cache: no token was generated)."""
+    eta = elapsed / done * (total - done) if done else float("nan")
+    pace = (f"{sent} requests sent, {tokens} new tokens ({tokens / max(elapsed, 1e-9):.1f} tok/s), " if sent
+            else "no request sent (answers from the cache), ")
+    return f"{done}/{total} answers stored in {elapsed:.0f} s; {pace}remaining answers ETA {eta / 60:.1f} min"
 
 
 def comparisons_table(comp: pd.DataFrame) -> pd.DataFrame:
@@ -69,36 +127,20 @@ def comparisons_table(comp: pd.DataFrame) -> pd.DataFrame:
 
 def worked_example(wh: Warehouse, models: list[str] | None = None) -> list[str]:
     """One stored test with its status on both versions: a misleading one where there is one (of any of
-    ``models``, in their order; default: any model)."""
+    ``models``, in their order; default: any model), chosen by report.worked_example."""
     order = models or []
     unnamed = study_models.unnamed_rows_model() if order else None
-    row = wh.query_df(
-        "SELECT o.model_name, o.condition, o.thinking, o.task_id, o.test_id, o.buggy_status, o.fixed_status, "
-        "o.outcome, g.source, p.entry_point FROM test_outcomes o "
-        "JOIN generated_tests g ON g.model_name IS NOT DISTINCT FROM o.model_name AND g.condition = o.condition "
-        "AND g.thinking = o.thinking AND g.task_id = o.task_id JOIN problems p ON p.task_id = o.task_id "
-        + ("WHERE list_contains(?, coalesce(o.model_name, ?)) " if order else "")
-        + "ORDER BY coalesce(o.language, 'python') <> 'python', o.outcome <> 'misleading', "
-        + "o.condition <> 'buggy_code', o.task_id <> 'Python/30', "
-        + ("list_position(?, coalesce(o.model_name, ?)), " if order else "")
-        + "o.thinking, o.task_id, o.test_id LIMIT 1",
-        [order, unnamed, order, unnamed] if order else [], read_only=True)
-    if row.empty:
+    x = example.pick(lambda sql, params: wh.query_df(sql, params, read_only=True), models=order, unnamed=unnamed)
+    if x is None:
         return ["Worked example: no executed test is stored yet."]
-    x = row.iloc[0]
-    cell = str(x["outcome"]).replace("_", " ")
+    cell = x.outcome.replace("_", " ")
     article = "an" if cell[:1] in "aeiou" else "a"
-    kind = "a misleading test" if cell == "misleading" else f"no misleading test stored; {article} {cell} test"
-    who = f"model {x['model_name']}, " if len(order) > 1 and isinstance(x["model_name"], str) else ""
-    out = [f"Worked example ({kind}): {x['task_id']} `{x['entry_point']}`, {who}condition {x['condition']}, "
-           f"thinking {x['thinking']}, test {x['test_id']}"]
-    body = test_body(x["source"], x["test_id"])
-    if body:
-        lines = [ln.rstrip() for ln in body.splitlines() if ln.strip()]
-        asserts = [ln for ln in lines if "assert" in ln or "raises" in ln] or lines[1:]
-        out += [f"    {ln.strip()}" for ln in asserts[:4]]
-    out.append(f"  on the buggy version: {x['buggy_status']}; on the fixed version: {x['fixed_status']} "
-               f"-> {x['outcome'].replace('_', ' ')}")
+    kind = "a misleading test" if x.misleading else f"no misleading test stored; {article} {cell} test"
+    who = f"model {x.model_name}, " if len(order) > 1 and x.model_name else ""
+    out = [f"Worked example ({kind}): {x.task_id} `{x.entry_point}`, {who}condition {x.condition}, "
+           f"thinking {x.thinking}, test {x.test_id}"]
+    out += [f"    {ln}" for ln in x.assertion()]
+    out.append(f"  on the buggy version: {x.buggy_status}; on the fixed version: {x.fixed_status} -> {cell}")
     return out
 
 
@@ -150,8 +192,10 @@ def summary_lines(
             rates = wh.query_df(f"SELECT * FROM condition_rates{where} ORDER BY thinking, condition", params,
                                 read_only=True)
             if len(rates):
-                out += ["", f"Per condition{head} (rate = cell / all tests of the condition; {_level(rates)}"
-                        "cluster-adjusted Wilson interval):", rates_table(rates).to_string(index=False)]
+                level = rates["level"].dropna() if "level" in rates.columns else pd.Series(dtype=float)
+                lvl = f"{100 * float(level.iloc[0]):g} % " if len(level) else ""
+                out += ["", f"Per condition{head} (primary conditions first; rate = cell / all tests of the "
+                        f"condition; {lvl}cluster-adjusted Wilson interval):", rates_table(rates).to_string(index=False)]
         if wh.table_exists("bootstrap_comparisons"):
             comp = wh.query_df(f"SELECT * FROM bootstrap_comparisons{where} ORDER BY thinking, comparison_id",
                                params, read_only=True)
@@ -167,6 +211,8 @@ def summary_lines(
             out += [screening_hint]
     out.append("")
     out += [f"evalmislead: report at {p}" for p in report_paths if p.exists()]
+    viewers = dict.fromkeys(p.parent / "viewer" / "index.html" for p in report_paths if p.name == "report.html")
+    out += [f"evalmislead: every answer and test in the viewer: {v}" for v in viewers if v.exists()]
     out.append(f"evalmislead: query the results with: evalmislead sql \"select * from condition_rates\"  (DuckDB {db})")
     return out
 

@@ -33,7 +33,7 @@ INPUTS: dict[str, tuple[str, ...] | None] = {
     # the worked example, the method notes (sections/method_notes.py) and the sections of section_list.py
     "test_outcomes": None,
     "problem_validation": None,
-    "generated_tests": ("condition", "thinking", "task_id", "source", "extraction", "error", "one_version_ids",
+    "generated_tests": ("model_name", "condition", "thinking", "task_id", "source", "extraction", "error", "one_version_ids",
                         "n_tests_over_cap", "n_tests", "verified", "unverified_reason"),
     # the per-test viewer (viewer.py) shows each answer with its prompt
     "test_generations": ("condition", "thinking", "task_id", "problem_idx", "error", "finish_reason",

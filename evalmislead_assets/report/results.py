@@ -15,7 +15,7 @@ import pandas as pd
 
 from evalmislead_assets.analysis.plan import Plan
 from evalmislead_assets.analysis.spec_labels import bug_diff
-from evalmislead_assets.report import section_list
+from evalmislead_assets.report import section_list, worked_example
 from evalmislead_assets.report.build import ReportData
 from evalmislead_assets.report.formatting import level_label, md_table
 from evalmislead_assets.report.tables import (
@@ -23,7 +23,6 @@ from evalmislead_assets.report.tables import (
     example_section,
     rates_table,
     spec_section,
-    test_body,
     truncation_table,
 )
 
@@ -89,22 +88,15 @@ def render(data: ReportData, plan: Plan, manifest: Mapping[str, Any] | None = No
 
 def misleading_example(query: Callable[[str, list[Any]], pd.DataFrame]) -> list[str]:
     """A misleading test of the run, as markdown: the bug's diff, the test's source, its status on both
-    versions (thinking off, buggy_code first, task 30 first, then by task and test id). ``query(sql, params)``
-    reads the store (Warehouse.query_df). Empty when no misleading test is stored."""
-    row = query(
-        "SELECT o.condition, o.task_id, o.test_id, o.buggy_status, o.fixed_status, g.source, p.entry_point, "
-        "p.buggy_code, p.fixed_code FROM test_outcomes o JOIN generated_tests g ON g.model_name IS NOT DISTINCT "
-        "FROM o.model_name AND g.condition = o.condition AND g.thinking = o.thinking AND g.task_id = o.task_id "
-        "JOIN problems p ON p.task_id = o.task_id WHERE o.outcome = 'misleading' AND o.thinking = ? "
-        "AND coalesce(o.language, 'python') = 'python' "
-        "ORDER BY o.condition <> 'buggy_code', o.task_id <> 'Python/30', o.task_id, o.test_id LIMIT 1", [PRIMARY])
-    if row.empty:
+    versions (thinking off, Python; chosen by report.worked_example). ``query(sql, params)`` reads the store
+    (Warehouse.query_df). Empty when no misleading test is stored."""
+    x = worked_example.pick(query, thinking=PRIMARY, misleading_only=True, python_only=True)
+    if x is None:
         return []
-    x = row.iloc[0]
-    out = [f"`{x['entry_point']}` ({x['task_id']}), condition `{x['condition']}`, thinking off, test "
-           f"`{x['test_id']}`: {x['buggy_status']} on the buggy version, {x['fixed_status']} on the fixed one.", "",
-           "```diff", bug_diff(x["buggy_code"], x["fixed_code"]), "```"]
-    body = test_body(x["source"], x["test_id"])
+    out = [f"`{x.entry_point}` ({x.task_id}), condition `{x.condition}`, thinking off, test "
+           f"`{x.test_id}`: {x.buggy_status} on the buggy version, {x.fixed_status} on the fixed one.", "",
+           "```diff", bug_diff(x.buggy_code or "", x.fixed_code or ""), "```"]
+    body = x.body()
     if body:
         out += ["", "```python", body.rstrip(), "```"]
     return out

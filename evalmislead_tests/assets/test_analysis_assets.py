@@ -362,3 +362,21 @@ def test_problem_level_and_repetition_tables_from_stored_rows(wh):
     assert len(wh.read_table("answer_repeats")) == 90  # every answer, with or without tests
     rep = wh.read_table("repetition_rates")
     assert set(rep["condition"]) == set(PROBS) and rep["model_name"].notna().all()
+
+
+def test_a_note_about_a_thinking_mode_the_study_never_ran_is_not_a_warning() -> None:
+    from evalmislead_assets.assets.analysis_inputs import say_notes
+
+    warned: list[str] = []
+    told: list[str] = []
+    notes = ["thinking=off: model_spec vs buggy_code skipped, no rows for model_spec",
+             "thinking=on: buggy_code vs fixed_code skipped, no rows for buggy_code, fixed_code",
+             "m-a: thinking=on: model_spec vs buggy_code skipped, no rows for model_spec, buggy_code",
+             "a note that names no mode"]
+    off_only = pd.DataFrame({"thinking": ["off", "off"]})
+    say_notes(warned.append, told.append, notes, off_only)
+    assert warned == [notes[0], notes[3]] and told == notes[1:3]
+    # a study that ran thinking on: a gap there is a warning
+    warned.clear(), told.clear()
+    say_notes(warned.append, told.append, notes, pd.DataFrame({"thinking": ["off", "on"]}))
+    assert warned == notes and told == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from evalmislead_assets.cli import summary
 from evalmislead_assets.store.database import Warehouse
@@ -153,3 +154,57 @@ def test_the_live_sample_line_counts_identical_answers_and_failed_requests(tmp_p
     (line,) = [x for x in summary.probe_lines(wh) if x]
     assert "4 stored requests re-sent" in line and "1 of 3 answers byte-identical" in line
     assert "2 of 3 score the same" in line and "1 request(s) failed" in line
+
+
+def test_primary_conditions_come_first_with_their_role_and_problems_with_a_misleading_test() -> None:
+    rows = [_rates(4, 1) | {"condition": c, "problems_with_misleading": 1, "n_problems": 3}
+            for c in ("signature_only", "model_spec", "buggy_code", "fixed_code")]
+    rows.append(_rates(4, 0) | {"condition": "buggy_code", "thinking": "on", "problems_with_misleading": 0,
+                                "n_problems": 3})
+    table = summary.rates_table(pd.DataFrame(rows))
+    assert list(zip(table["condition"], table["thinking"])) == [
+        ("buggy_code", "off"), ("fixed_code", "off"), ("model_spec", "off"), ("signature_only", "off"),
+        ("buggy_code", "on")]
+    assert list(table["role"]) == ["primary", "primary", "primary", "reference", "primary"]
+    assert list(table["problems with a misleading test"])[:2] == ["1/3", "1/3"]
+    # the first two words of a line stay condition and thinking (what the end-to-end test reads)
+    first = table.to_string(index=False).splitlines()[1].split()
+    assert first[:3] == ["buggy_code", "off", "primary"]
+
+
+@pytest.mark.parametrize("problems, text", [
+    (None, "164 problems (0-163)"),
+    ([30, 0, 1, 2], "4 problems (0-2, 30)"),
+    ([7], "1 problem (7)"),
+    (list(range(0, 40, 2)), "20 problems (0, 2, 4, 6, 8, 10, 12, 14, ... (12 more ranges))"),
+])
+def test_a_problem_list_is_summarised_as_ranges(problems, text) -> None:
+    assert summary.problems_text(problems) == text
+
+
+def test_replay_progress_counts_answers_not_tokens() -> None:
+    replay = summary.progress_text(300, 1310, sent=0, tokens=0, elapsed=128)
+    assert replay.startswith("300/1310 answers stored in 128 s; no request sent")
+    assert "tok/s" not in replay and "tokens" not in replay
+    live = summary.progress_text(10, 20, sent=10, tokens=2000, elapsed=100)
+    assert "10 requests sent, 2000 new tokens (20.0 tok/s)" in live and "ETA 1.7 min" in live
+
+
+def test_the_header_prints_the_caps_that_apply() -> None:
+    from evalmislead_assets.study.models import ModelSpec
+
+    own = ModelSpec(name="m-a", max_tokens_off=2048)
+    plain = ModelSpec(name="m-b")
+    assert summary.caps_text(4096, 16384, [own], ["off"]) == "max_tokens off=2048"
+    assert summary.caps_text(4096, 16384, [plain], ["off", "on"]) == "max_tokens off=4096 on=16384"
+    assert summary.caps_text(4096, 16384, [own, plain], ["off"]) == "max_tokens m-a: off=2048; m-b: off=4096"
+
+
+def test_the_closing_lines_name_the_viewer(seeded_warehouse: Warehouse, tmp_path) -> None:
+    report = tmp_path / "report" / "report.html"
+    (report.parent / "viewer").mkdir(parents=True)
+    report.write_text("<html></html>")
+    (report.parent / "viewer" / "index.html").write_text("<html></html>")
+    lines = summary.summary_lines(seeded_warehouse.path, [report.with_name("report.md"), report])
+    tail = lines[-4:]
+    assert f"evalmislead: every answer and test in the viewer: {report.parent / 'viewer' / 'index.html'}" in tail

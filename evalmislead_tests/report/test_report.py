@@ -106,7 +106,8 @@ def test_report_from_stored_rows(wh, tmp_path):
     assert "assert get_positive([1, 2, 3]) == []" in md
     assert "-    return [e for e in l if e < 0]" in md
     # plots: real PNGs, referenced by path in the file and inline in the HTML and UI markdown; SVGs for a paper
-    assert {p.name for p in written.plot_paths} == {"rates.png", "truncation.png", "rates.svg", "truncation.svg"}
+    assert {p.name for p in written.plot_paths} == {f"{n}.{x}" for n in ("rates", "truncation", "forest")
+                                                    for x in ("png", "svg")}
     for p in written.plot_paths:
         data = p.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" if p.suffix == ".png" else b"<svg" in data[:2000]
@@ -114,7 +115,7 @@ def test_report_from_stored_rows(wh, tmp_path):
     assert "](plots/rates.png)" in md and "data:image" not in md
     html = written.html_path.read_text(encoding="utf-8")
     assert html.count("<table>") >= 5 and "data:image/png;base64," in html
-    assert written.markdown_ui.count("data:image/png;base64,") == 2
+    assert written.markdown_ui.count("data:image/png;base64,") == 3
 
 
 def test_example_falls_back_to_the_most_misleading_problem(wh):
@@ -263,7 +264,7 @@ def test_verified_subset_section_shows_the_share_and_both_rates(wh, tmp_path):
     analyse(wh)
     md = write(build(load_data(wh), load_plan(settings.analysis_plan_path())), tmp_path / "report").markdown_path \
         .read_text(encoding="utf-8")
-    section = md.split("Verified subset: rates with and without unverified tests", 1)[1]
+    section = md.split("Verified subset: rates with and without unverified tests\n", 1)[1]
     line = next(x for x in section.splitlines() if x.startswith("| buggy_code"))
     # 7 tests, 2 verified (Python/1's both-pass pair): 28.6 %; misleading 57.1 % over all, 0.0 % over verified
     assert [c.strip() for c in line.strip("|").split("|")] == [

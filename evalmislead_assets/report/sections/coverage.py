@@ -5,7 +5,6 @@ recomputes it from stored rows (registered in report_sections)."""
 from __future__ import annotations
 
 import base64
-import io
 
 import pandas as pd
 
@@ -88,15 +87,25 @@ def render(frames: dict[str, pd.DataFrame]) -> list[str]:
     return L
 
 
-def plot(per: pd.DataFrame, bands: pd.DataFrame) -> bytes | None:
-    """Left: mean line/branch coverage per condition|thinking and version. Right: misleading rate per band."""
+def figure(frames: dict[str, pd.DataFrame], fmt: str = "png") -> bytes | None:
+    """The section's plot from its frames (PNG or SVG), None when no coverage is stored."""
+    cov = frames.get(coverage_analysis.TABLE, pd.DataFrame())
+    if cov is None or cov.empty:
+        return None
+    outcomes = frames.get("test_outcomes", pd.DataFrame())
+    outcomes = outcomes if outcomes is not None else pd.DataFrame()
+    return plot(coverage_analysis.coverage_by_condition(cov, outcomes),
+                coverage_analysis.misleading_by_band(cov, outcomes), fmt)
+
+
+def plot(per: pd.DataFrame, bands: pd.DataFrame, fmt: str = "png") -> bytes | None:
+    """Left: mean line/branch coverage per condition|thinking and version. Right: misleading rate per band, each
+    bar resting on few tests labelled with its n."""
     if per.empty:
         return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from evalmislead_assets.report.plots import FEW_TESTS, FONT_PT, _figure, _png, _style
 
-    fig = Figure(figsize=(12, 4.2))
-    FigureCanvasAgg(fig)
+    fig = _figure(14, 5.6)
     left, right = fig.subplots(1, 2)
     labels = [f"{c}|{t}" for c, t in zip(per["condition"], per["thinking"])]
     x = range(len(labels))
@@ -105,23 +114,28 @@ def plot(per: pd.DataFrame, bands: pd.DataFrame) -> bytes | None:
     width = 0.2
     for k, (col, name) in enumerate(series):
         left.bar([i + (k - 1.5) * width for i in x], (per[col].astype(float) * 100).fillna(0), width, label=name)
-    left.set_xticks(list(x), labels, rotation=35, ha="right", fontsize=7)
+    left.set_xticks(list(x), labels, rotation=35, ha="right")
     left.set_ylabel("mean coverage (%)")
-    left.set_ylim(0, 105)
-    left.legend(fontsize=7)
-    left.set_title("coverage of the function under test", fontsize=9)
+    left.set_ylim(0, 130)  # room above the bars for the legend
+    _style(left, "coverage of the function under test")
+    left.legend(fontsize=FONT_PT, ncol=2, loc="upper center")
+    top = float((bands["rate"].astype(float) * 100).max()) if not bands.empty else 0.0
+    top = max(10.0, 0.0 if pd.isna(top) else top * 1.25)
+    right.set_ylim(0, top)
     if not bands.empty:
         keys = list(dict.fromkeys(zip(bands["condition"], bands["thinking"])))
         w = 0.8 / max(1, len(keys))
         for k, (c, t) in enumerate(keys):
             sub = bands[(bands["condition"] == c) & (bands["thinking"] == t)].set_index("band").reindex(coverage_analysis.BANDS)
-            right.bar([i + (k - (len(keys) - 1) / 2) * w for i in range(len(coverage_analysis.BANDS))],
-                      (sub["rate"].astype(float) * 100).fillna(0), w, label=f"{c}|{t}")
-        right.legend(fontsize=6)
+            xs = [i + (k - (len(keys) - 1) / 2) * w for i in range(len(coverage_analysis.BANDS))]
+            heights = (sub["rate"].astype(float) * 100).fillna(0).to_numpy()
+            right.bar(xs, heights, w, label=f"{c}|{t}")
+            for xi, h, n in zip(xs, heights, sub["tests"].to_numpy()):
+                if not pd.isna(n) and 0 < int(n) < FEW_TESTS:
+                    right.text(xi, h + top / 100, f"n={int(n)}", ha="center", va="bottom", fontsize=FONT_PT - 2,
+                               rotation=90 if len(keys) > 3 else 0)
     right.set_xticks(range(len(coverage_analysis.BANDS)), list(coverage_analysis.BANDS))
-    right.set_xlabel("line coverage of the fixed version (band)")
+    right.set_xlabel(f"line coverage of the fixed version (band); n = tests where fewer than {FEW_TESTS}")
     right.set_ylabel("misleading rate (%)")
-    right.set_title("misleading rate by coverage band (empty band: no bar)", fontsize=9)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
-    return buf.getvalue()
+    _style(right, "misleading rate by coverage band (empty band: no bar)")
+    return _png(fig, fmt)
