@@ -192,10 +192,9 @@ def summary_lines(
             rates = wh.query_df(f"SELECT * FROM condition_rates{where} ORDER BY thinking, condition", params,
                                 read_only=True)
             if len(rates):
-                level = rates["level"].dropna() if "level" in rates.columns else pd.Series(dtype=float)
-                lvl = f"{100 * float(level.iloc[0]):g} % " if len(level) else ""
                 out += ["", f"Per condition{head} (primary conditions first; rate = cell / all tests of the "
-                        f"condition; {lvl}cluster-adjusted Wilson interval):", rates_table(rates).to_string(index=False)]
+                        f"condition; {_level(rates)}cluster-adjusted Wilson interval):",
+                        rates_table(rates).to_string(index=False)]
         if wh.table_exists("bootstrap_comparisons"):
             comp = wh.query_df(f"SELECT * FROM bootstrap_comparisons{where} ORDER BY thinking, comparison_id",
                                params, read_only=True)
