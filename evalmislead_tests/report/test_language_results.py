@@ -69,7 +69,7 @@ def test_section_from_rows_written_and_checked(tmp_path: Path, capsys: pytest.Ca
     # a README without this section's markers: one line naming them
     readme.write_text("# nothing here\n")
     assert main([*args, "--write", str(readme)]) == 2
-    assert "no Java and JavaScript markers" in capsys.readouterr().err
+    assert "has no generated section's markers" in capsys.readouterr().err
 
 
 def test_no_answers_say_so() -> None:
