@@ -57,7 +57,8 @@ def _verdicts(comp: pd.DataFrame, problems: pd.DataFrame) -> list[str]:
         q = by_problem.get((int(x["comparison_id"]), str(x["metric"])))
         if q is not None and not missing(q.get("problems_a")):
             p_value = "–" if missing(q.get("mcnemar_p")) else f"{float(q['mcnemar_p']):.4f}"
-            line += (f"; on problems with a {metric} test: {int(q['problems_a'])} vs {int(q['problems_b'])} "
+            article = "an" if metric[:1] in "aeiou" else "a"
+            line += (f"; on problems with {article} {metric} test: {int(q['problems_a'])} vs {int(q['problems_b'])} "
                      f"({int(q['discordant_a'])} vs {int(q['discordant_b'])} discordant, exact McNemar p = "
                      f"{p_value}), {q['verdict']}")
         out.append(line + ".")
