@@ -21,6 +21,7 @@ import pandas as pd
 
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.execution.cells import CATEGORIES
+from evalmislead_assets.store import schema
 from evalmislead_assets.store.values import is_missing
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 
@@ -219,6 +220,11 @@ def rate(num: float, den: float) -> float:
 def sha_col(df: pd.DataFrame, plan: Plan) -> pd.DataFrame:
     df.insert(0, "plan_sha256", plan.sha256)
     return df
+
+
+def columns(table: str) -> list[str]:
+    """An analysis table's columns as its builder fills them: the schema's, less plan_sha256 (``sha_col``)."""
+    return [c for c in schema.column_names(table) if c != "plan_sha256"]
 
 
 # ---------------------------------------------------------------- what an answer without tests was

@@ -42,13 +42,8 @@ from evalmislead_assets.analysis.plan import (
     universe,
 )
 from evalmislead_assets.analysis.rate_interval import cluster_wilson
-from evalmislead_assets.store import schema
 
 NAN = float("nan")
-
-
-def _columns(table: str) -> list[str]:
-    return [c for c in schema.column_names(table) if c != "plan_sha256"]
 
 
 def mcnemar_exact(discordant_a: int, discordant_b: int) -> float:
@@ -92,7 +87,7 @@ def problem_rates(outcomes: pd.DataFrame, generations: pd.DataFrame, generated: 
                         f"{cell}_share_of_tested": analysis_plan.rate(k, tested)})
         row["level"] = plan.level
         rows.append(row)
-    return analysis_plan.sha_col(pd.DataFrame(rows, columns=_columns("problem_rates")), plan)
+    return analysis_plan.sha_col(pd.DataFrame(rows, columns=analysis_plan.columns("problem_rates")), plan)
 
 
 # ---------------------------------------------------------------- problem_comparisons
@@ -162,7 +157,7 @@ def problem_comparisons(
                 "verdict": verdict(p, iv.excludes_zero, alpha, primary) if ok else f"not estimable ({note})",
                 "level": plan.level, "n_boot": plan.n_boot, "seed": plan.seed, "note": note,
             })
-    out = pd.DataFrame(rows, columns=_columns("problem_comparisons"))
+    out = pd.DataFrame(rows, columns=analysis_plan.columns("problem_comparisons"))
     out = out.sort_values(["thinking", "comparison_id"], kind="stable").reset_index(drop=True)
     return analysis_plan.sha_col(out, plan), notes
 

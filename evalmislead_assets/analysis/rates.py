@@ -36,18 +36,10 @@ from evalmislead_assets.analysis.plan import (
 )
 from evalmislead_assets.analysis.rate_interval import cluster_wilson
 from evalmislead_assets.execution.collection import is_one_version_error
-from evalmislead_assets.store import schema
 from evalmislead_assets.store.values import is_missing
 from evalmislead_assets.study.conditions import is_empty_spec_error
 
 NAN = float("nan")
-
-# ---------------------------------------------------------------- tables (declared in store/schema.py)
-
-
-def _columns(table: str) -> list[str]:
-    return [c for c in schema.column_names(table) if c != "plan_sha256"]
-
 
 # ---------------------------------------------------------------- condition_rates
 
@@ -109,7 +101,7 @@ def condition_rates(
         row.update(_made_by(made_by.get((condition, thinking)), condition, thinking, row))
         row.update({"level": plan.level, "n_boot": plan.n_boot, "seed": plan.seed})
         rows.append(row)
-    return analysis_plan.sha_col(pd.DataFrame(rows, columns=_columns("condition_rates")), plan)
+    return analysis_plan.sha_col(pd.DataFrame(rows, columns=analysis_plan.columns("condition_rates")), plan)
 
 
 def verified_rates(outcomes: pd.DataFrame, generated: pd.DataFrame, condition: str, thinking: str,
@@ -220,7 +212,7 @@ def bootstrap_comparisons(
                     "ci_high_mc_se": iv.mc_se_high if estimable else NAN,
                     **tested_sides(pa, pb),
                 })
-    out = pd.DataFrame(rows, columns=_columns("bootstrap_comparisons"))
+    out = pd.DataFrame(rows, columns=analysis_plan.columns("bootstrap_comparisons"))
     out = out.sort_values(["thinking", "comparison_id"], kind="stable")
     return analysis_plan.sha_col(out.reset_index(drop=True), plan), notes
 
@@ -318,4 +310,4 @@ def thinking_comparisons(outcomes: pd.DataFrame, subset: pd.DataFrame, plan: Pla
                 "note": f"not comparable ({apart})" if apart else None,
                 "ci_low_mc_se": iv.mc_se_low if estimable else NAN, "ci_high_mc_se": iv.mc_se_high if estimable else NAN,
             })
-    return analysis_plan.sha_col(pd.DataFrame(rows, columns=_columns("thinking_comparisons")), plan)
+    return analysis_plan.sha_col(pd.DataFrame(rows, columns=analysis_plan.columns("thinking_comparisons")), plan)

@@ -34,7 +34,6 @@ import pandas as pd
 
 from evalmislead_assets.analysis import plan as analysis_plan
 from evalmislead_assets.analysis.plan import KEY, Plan, cells_present
-from evalmislead_assets.store import schema
 from evalmislead_assets.store.values import is_missing
 
 TAIL_LINES = 30
@@ -44,10 +43,6 @@ MIN_TAIL_LINES = 10  # fewer non-empty lines: too short to call a loop
 TAIL_CHARS = 2000
 MIN_TAIL_CHARS = 1000
 TAIL_RATIO = 0.12
-
-
-def _columns(table: str) -> list[str]:
-    return [c for c in schema.column_names(table) if c != "plan_sha256"]
 
 
 def _norm(text: str) -> str:
@@ -102,7 +97,7 @@ def tail_repeating(text: object, lines: int = TAIL_LINES) -> bool:
 
 def per_test_repeats(outcomes: pd.DataFrame, generated: pd.DataFrame) -> pd.DataFrame:
     """One row per scored test (test_outcomes), in each answer's file order, with body_sha256 and duplicate_of."""
-    cols = _columns("test_repeats")
+    cols = analysis_plan.columns("test_repeats")
     o = analysis_plan.frame(outcomes, KEY + ["problem_idx", "test_id", "outcome"])
     if len(o) == 0:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
@@ -134,7 +129,7 @@ def per_test_repeats(outcomes: pd.DataFrame, generated: pd.DataFrame) -> pd.Data
 def per_answer_repeats(repeats: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
     """One row per answer (test_generations): its tests, copies, repeating tail, loop; answers without scored
     tests included (0 tests)."""
-    cols = _columns("answer_repeats")
+    cols = analysis_plan.columns("answer_repeats")
     gens = analysis_plan.frame(generations, KEY + ["problem_idx", "finish_reason", "response_text"])
     if len(gens) == 0:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
@@ -196,4 +191,4 @@ def repetition_rates(repeats: pd.DataFrame, answers: pd.DataFrame, plan: Plan) -
             "n_effective_in_loops": int((in_loop["outcome"] == "effective").sum()),
         })
         rows.append(row)
-    return analysis_plan.sha_col(pd.DataFrame(rows, columns=_columns("repetition_rates")), plan)
+    return analysis_plan.sha_col(pd.DataFrame(rows, columns=analysis_plan.columns("repetition_rates")), plan)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evalmislead_assets.analysis import plan as analysis_plan
 from evalmislead_assets.analysis.plan import (
     KEY,
     Plan,
@@ -23,7 +24,6 @@ from evalmislead_assets.analysis.plan import (
     universe,
 )
 from evalmislead_assets.analysis.reasoning_mentions import Keywords, find_mentions, reasoning_of
-from evalmislead_assets.store import schema
 from evalmislead_assets.store.values import is_missing
 from evalmislead_assets.study.conditions import THINKING_MODES
 
@@ -77,7 +77,7 @@ def spec_label_splits(
                         "effective_rate": rate(g["n_effective"].sum(), g["n_tests"].sum()),
                         "split_by": split_by,
                     })
-    cols = [c for c in schema.column_names("spec_label_splits") if c != "plan_sha256"]
+    cols = analysis_plan.columns("spec_label_splits")
     return sha_col(pd.DataFrame(rows, columns=cols), plan)
 
 
@@ -121,8 +121,8 @@ def reasoning_mentions(
         })
         for f in found[:max_matches]:
             matches.append({"keywords_sha256": keywords.sha256, "thinking": thinking, "task_id": c["task_id"], **f})
-    ans_cols = [c for c in schema.column_names("reasoning_mentions") if c != "plan_sha256"]
-    m_cols = [c for c in schema.column_names("reasoning_mention_matches") if c != "plan_sha256"]
+    ans_cols = analysis_plan.columns("reasoning_mentions")
+    m_cols = analysis_plan.columns("reasoning_mention_matches")
     per_answer = pd.DataFrame(answers, columns=ans_cols)
     summary = []
     with_tests = per_answer[per_answer["n_tests"] > 0]
@@ -136,6 +136,6 @@ def reasoning_mentions(
             "n_tests": int(s["n_tests"].sum()), "n_misleading": int(s["n_misleading"].sum()),
             "misleading_rate": rate(s["n_misleading"].sum(), s["n_tests"].sum()),
         })
-    s_cols = [c for c in schema.column_names("reasoning_mention_summary") if c != "plan_sha256"]
+    s_cols = analysis_plan.columns("reasoning_mention_summary")
     return (sha_col(per_answer, plan), sha_col(pd.DataFrame(matches, columns=m_cols), plan),
             sha_col(pd.DataFrame(summary, columns=s_cols), plan))

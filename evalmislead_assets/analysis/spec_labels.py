@@ -26,10 +26,10 @@ import numpy as np
 import pandas as pd
 
 from evalmislead_assets.analysis import bootstrap
+from evalmislead_assets.analysis import plan as analysis_plan
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.llm.prompts import Template
 from evalmislead_assets.llm.reasoning import strip_think
-from evalmislead_assets.store import schema
 from evalmislead_assets.store.hashing import sha256_text
 from evalmislead_assets.store.values import is_missing
 
@@ -327,7 +327,7 @@ def combine(judged: pd.DataFrame, human: pd.DataFrame | None) -> tuple[pd.DataFr
         out[lab] = pd.Series(finals[lab], index=out.index, dtype=object)
     out["label_source"] = sources
     out["category"] = cats
-    cols = [c for c in schema.column_names("spec_labels") if c != "plan_sha256"]
+    cols = analysis_plan.columns("spec_labels")
     return out[cols].reset_index(drop=True), notes
 
 
@@ -351,7 +351,7 @@ def agreement(labels: pd.DataFrame) -> pd.DataFrame:
             kappa = bootstrap.cohen_kappa(np.array([str(a) for a, _ in pairs]), np.array([str(b) for _, b in pairs]))
             rows.append({"thinking": thinking, "label": lab, "n_reviewed": n, "n_agree": agree,
                          "agreement": agree / n if n else float("nan"), "kappa": kappa})
-    cols = [c for c in schema.column_names("spec_label_agreement") if c != "plan_sha256"]
+    cols = analysis_plan.columns("spec_label_agreement")
     return pd.DataFrame(rows, columns=cols)
 
 
