@@ -27,8 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evalmislead_assets.cli import replay  # noqa: E402
-from evalmislead_assets.cli.run_study import ANALYSIS  # noqa: E402
+from evalmislead_assets import study_models  # noqa: E402
+from evalmislead_assets.cli import replay, run_plan  # noqa: E402
+from evalmislead_assets.definitions import defs  # noqa: E402
 from evalmislead_assets.study.conditions import CONDITION_NAMES  # noqa: E402
 
 TARGET_S = 20 * 60
@@ -48,7 +49,10 @@ def stages(conditions: list[str], mutation: bool) -> list[tuple[str, list[str], 
                 ("execution", ["test_outcomes"], part), ("coverage", ["test_coverage"], part)]
         if mutation:
             out.append(("mutation", ["mutation_scores", "mutant_kills"], part))
-    rest = [a for a in ANALYSIS if a not in ("determinism_probe", "study_report")]
+    study = study_models.study()
+    plan = run_plan.build_plan(defs.resolve_asset_graph(), study.names, list(study.languages), ["off"], conditions)
+    analysis = [k.to_user_string() for s in plan.steps if s.stage == run_plan.ANALYSIS for k in s.keys]
+    rest = [a for a in analysis if a not in ("determinism_probe", "study_report")]
     out += [("analysis (bootstrap, subset, labels, ...)", rest, None),
             ("determinism probe (live, 4 requests)", ["determinism_probe"], None), ("report", ["study_report"], None)]
     return out

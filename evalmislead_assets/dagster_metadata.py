@@ -15,6 +15,13 @@ COLUMN_SCHEMA_KEY = "dagster/column_schema"
 # an output stored in place of a measurement that could not be made (the probe's server was down): the next
 # `evalmislead run` runs it again although it is fresh
 INCOMPLETE_KEY = "evalmislead/incomplete"
+# definition metadata: the study model and language an asset belongs to (none on the model-free and cross-model
+# assets); `evalmislead run` plans its runs from them (cli/run_plan.py)
+MODEL_METADATA = "evalmislead/model"
+LANGUAGE_METADATA = "evalmislead/language"
+# an asset tag naming an optional part of the study (value "mutation"): `evalmislead run` leaves such assets out
+# unless the run asks for that part
+OPTIONAL_TAG = "evalmislead/optional"
 
 
 def table_schema(table: str) -> TableSchema:

@@ -20,12 +20,14 @@ Who takes what:
   DuckDB file's lock exclusively. The answers (the response cache) live in the DuckDB file, so this
   is what keeps every request to one sending. A Dagster run that finds a lock held waits, logging a
   line naming the holder every 30 s, and starts when it is free.
+* The runs ``evalmislead run`` launches itself (through the Dagster instance, in their own processes)
+  carry its identity in the tag ``DELEGATE_TAG``: while it holds the DuckDB file's lock they take only
+  their partition's, so they work under its lock and every other run still waits for it.
 
 The kernel drops such a lock when its process ends in any way (SIGKILL included), and a forked child
 never inherits it, so a lock file left by a dead run is simply taken over; the file itself only says
 who took it last (pid, host, start time, command) for the messages. POSIX locks belong to a process:
-a process that holds one already (``evalmislead run`` executing its Dagster runs in process) takes it
-again at no cost, and only the code that took a lock gives it back (``release``).
+a process that holds one already takes it again at no cost, and only the code that took a lock gives it back (``release``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from evalmislead_assets.errors import ConfigError
 
 LOCK_NAME = "evalmislead-run.lock"
 DB_LOCK_SUFFIX = ".run.lock"
+# run tag: the `evalmislead run` (``study_holder``) that launched the run and holds the DuckDB file's lock
+DELEGATE_TAG = "evalmislead/launched_under_lock"
 
 _HELD: dict[Path, tuple[int, bool]] = {}  # lock file -> (open descriptor, shared), while this process holds it
 
@@ -152,10 +156,57 @@ def hold_data_folder(db: Path, command: str = "evalmislead run") -> list[Path]:
     return _take([(path, False) for path in lock_paths(db)], command)
 
 
-def hold_partition(db: Path, partition: str | None, command: str) -> list[Path]:
+def holder_id(path: Path) -> str:
+    """'PID HOST STARTED' of the process that took ``path`` last, as its file says ('' when unreadable).
+
+    A lock this process holds is read through its own descriptor: opening and closing the file again would
+    drop the process's POSIX lock on it (a record lock belongs to the process and the file, not the descriptor)."""
+    try:
+        held = _HELD.get(Path(path))
+        if held is not None:
+            text = os.pread(held[0], 4096, 0).decode("utf-8", errors="replace")
+        else:
+            text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    fields = text.split(maxsplit=3)
+    return " ".join(fields[:3]) if len(fields) >= 3 else ""
+
+
+def study_holder(db: Path) -> str:
+    """Who holds the DuckDB file's lock (``holder_id``): `evalmislead run` passes it to the runs it launches,
+    which then work under its lock instead of waiting for it (``hold_partition``'s ``delegated_by``)."""
+    return holder_id(lock_paths(db)[0])
+
+
+def _held_by(path: Path, who: str) -> bool:
+    """``path``'s lock is held now, exclusively, by the process ``who`` (``holder_id``) names. Never probed where
+    this process holds the lock itself (closing the probe's descriptor would drop it)."""
+    if not who or Path(path) in _HELD or holder_id(path) != who:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True  # someone holds it exclusively, and its file names ``who``
+    finally:
+        os.close(fd)  # a shared lock taken by the probe goes with the descriptor
+    return False
+
+
+def hold_partition(db: Path, partition: str | None, command: str, delegated_by: str = "") -> list[Path]:
     """A Dagster run's locks: the DuckDB file's exclusively for ``partition`` None (a partition range), else
-    the DuckDB file's shared and the partition's own exclusively ('*': unpartitioned assets)."""
+    the DuckDB file's shared and the partition's own exclusively ('*': unpartitioned assets).
+
+    ``delegated_by``: the run was launched by the `evalmislead run` that holds the DuckDB file's lock
+    (``study_holder``); while that process holds it, the run takes only its partition's lock (a run of the
+    whole study's range none), so the study's own runs work beside it and every other run still waits."""
     db_lock = lock_paths(db)[0]
+    if delegated_by and _held_by(db_lock, delegated_by):
+        return [] if partition is None else _take([(scope_lock(db, partition), False)], command)
     if partition is None:
         return _take([(db_lock, False)], command)
     return _take([(db_lock, True), (scope_lock(db, partition), False)], command)
@@ -163,14 +214,14 @@ def hold_partition(db: Path, partition: str | None, command: str) -> list[Path]:
 
 def wait_and_hold(db: Path, command: str, say: Callable[[str], None], every_s: float = 30.0,
                          poll_s: float = 0.5, timeout_s: float | None = None, partition: str | None = None,
-                         ) -> list[Path]:
+                         delegated_by: str = "") -> list[Path]:
     """``hold_partition``, waiting while another process holds a lock: ``say`` names the holder at once and
     every ``every_s`` seconds. ``timeout_s`` (None: no limit) ends the wait with the last ``LockHeld``."""
     start = time.monotonic()
     last_said = -every_s
     while True:
         try:
-            taken = hold_partition(db, partition, command)
+            taken = hold_partition(db, partition, command, delegated_by)
         except LockHeld as exc:
             waited = time.monotonic() - start
             if timeout_s is not None and waited >= timeout_s:

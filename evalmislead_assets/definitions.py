@@ -45,16 +45,16 @@ from evalmislead_assets.assets import models as model_assets
 from evalmislead_assets.assets import mutants as mutants_assets
 from evalmislead_assets.assets import mutation as mutation_assets
 from evalmislead_assets.assets import problems as problems_assets
-from evalmislead_assets.dagster_metadata import column_schema_metadata
+from evalmislead_assets.dagster_metadata import LANGUAGE_METADATA, MODEL_METADATA, column_schema_metadata
 from evalmislead_assets.jobs import jobs_for
 from evalmislead_assets.resources import EmbeddedServerResource, LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.run_console import console_without_traces
 from evalmislead_assets.store import schema
-from evalmislead_assets.study.models import ModelSpec, Study
+from evalmislead_assets.study.models import DEFAULT_LANGUAGE, ModelSpec, Study
 
 MODEL_FREE_MODULES: list[ModuleType] = [problems_assets, mutants_assets]
 PER_MODEL_MODULES: list[ModuleType] = [generation_assets, execution_assets, analysis_assets, determinism_assets,
                                        coverage_assets, mutation_assets]
-MODEL_METADATA = "evalmislead/model"
 
 # One embedded llama-server per run, shared by `llm` and `judge_llm`, started only when a
 # request misses the cache and no URL is configured, stopped when the run ends.
@@ -67,15 +67,18 @@ def _with_column_schema(spec: AssetSpec) -> AssetSpec:
     return spec.merge_attributes(metadata=column_schema_metadata(table)) if table in schema.TABLES else spec
 
 
-def _naming(model: ModelSpec, group: str | None):
-    """The model's name in each spec's metadata and tags; its own group when the study has several."""
+def _naming(model: ModelSpec, group: str | None, language: str):
+    """The model's name and the language in each spec's metadata, the model in its tags; its own group when the
+    study has several."""
     def name(spec: AssetSpec) -> AssetSpec:
-        spec = spec.merge_attributes(metadata={MODEL_METADATA: model.name}, tags={"evalmislead/model": model.key})
+        spec = spec.merge_attributes(metadata={MODEL_METADATA: model.name, LANGUAGE_METADATA: language},
+                                     tags={"evalmislead/model": model.key})
         return spec.replace_attributes(group_name=group) if group else spec
     return name
 
 
-def _finish(loaded: Sequence[object], model: ModelSpec | None = None, group: str | None = None) -> list[Any]:
+def _finish(loaded: Sequence[object], model: ModelSpec | None = None, group: str | None = None,
+            language: str = DEFAULT_LANGUAGE) -> list[Any]:
     """The loaded assets with their column schemas (and, for a model's, its name and group); other definitions as
     they are."""
     out: list[Any] = []
@@ -83,7 +86,7 @@ def _finish(loaded: Sequence[object], model: ModelSpec | None = None, group: str
         if isinstance(a, AssetsDefinition):
             a = a.map_asset_specs(_with_column_schema)
             if model is not None:
-                a = a.map_asset_specs(_naming(model, group))
+                a = a.map_asset_specs(_naming(model, group, language))
         out.append(a)
     return out
 
@@ -111,7 +114,7 @@ def language_assets_for(study: Study) -> list[AssetsDefinition]:
         assets += _finish(language_problems.build(language))
         for model in study.models:
             assets += _finish(language_chain.build(study, model, language), model,
-                              group=f"{model.key}__{language}" if study.prefixed else None)
+                              group=f"{model.key}__{language}" if study.prefixed else None, language=language)
     return assets
 
 
@@ -132,6 +135,8 @@ def build(study: Study) -> Definitions:
                                      embedded_server=embedded_server),
         },
         jobs=jobs_for(study),
+        # the runs' console: Dagster's own, a failure's stack trace cut to its first line (the run's events keep it)
+        loggers={"console": console_without_traces},
         # One process per run: steps share the LLM resource (and the embedded server) and
         # skip a process start each; a cached chain run took 4 s instead of 15.5 s.
         executor=in_process_executor,

@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest
 
 from evalmislead_assets.analysis import bootstrap, provenance
 from evalmislead_assets.analysis import plan as analysis_plan
@@ -53,6 +52,8 @@ def mcnemar_exact(discordant_a: int, discordant_b: int) -> float:
     n = int(discordant_a) + int(discordant_b)
     if n == 0:
         return 1.0
+    from scipy.stats import binomtest  # here, not at import: scipy.stats costs every run worker 1.5 s to load
+
     return float(binomtest(int(discordant_a), n, 0.5, alternative="two-sided").pvalue)
 
 

@@ -8,6 +8,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, Config, MetadataValue, Output, asset
 
 from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS, study_problems
+from evalmislead_assets.dagster_metadata import OPTIONAL_TAG
 from evalmislead_assets.execution.oracle_validation import ORACLE_TIMEOUT_S
 from evalmislead_assets.mutation.mutator import MAX_MUTANTS_PER_PROBLEM, MUTATOR_VERSION, SAMPLE_SEED
 from evalmislead_assets.mutation.scoring import build_mutants
@@ -15,6 +16,8 @@ from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.resources import WarehouseResource
 
 GROUP = "mutation"
+# optional: `evalmislead run --no-mutation` (and a replay, by default) leaves the mutation assets out
+OPTIONAL = {OPTIONAL_TAG: "mutation"}
 CODE_VERSION = f"{MUTATOR_VERSION}+cap{MAX_MUTANTS_PER_PROBLEM}+seed{SAMPLE_SEED}"
 
 
@@ -29,7 +32,7 @@ class MutantsConfig(Config):
 
 
 @asset(
-    group_name=GROUP, code_version=CODE_VERSION,
+    group_name=GROUP, code_version=CODE_VERSION, tags=OPTIONAL,
     ins=STUDY_PROBLEM_INS,
     description="Mutants of each validated problem's fixed function (AST operators, body of the function under "
                 "test only, capped per problem with a seeded sample), with the dataset oracle's verdict: a mutant "

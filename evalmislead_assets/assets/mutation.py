@@ -23,7 +23,7 @@ from pydantic import Field
 
 from evalmislead_assets import settings
 from evalmislead_assets.assets.model_scope import model_sql
-from evalmislead_assets.assets.mutants import CODE_VERSION, GROUP
+from evalmislead_assets.assets.mutants import CODE_VERSION, GROUP, OPTIONAL
 from evalmislead_assets.assets.sandbox_config import ExecutionConfig, isolation_note, make_sandbox
 from evalmislead_assets.assets.table_outs import table_outs
 from evalmislead_assets.mutation.scoring import MUTANT_TIMEOUT_S, build_scores
@@ -65,7 +65,8 @@ class MutationConfig(ExecutionConfig):
         "Per generated test file: its passing tests (on the fixed version) run against every mutant of its problem "
         "in the sandbox (at most EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE runs per file); killed mutants (a timeout "
         "kills only when the fixed run took under half the limit) and the mutation score (killed / "
-        "oracle-detectable mutants; NULL when not estimable). Per-mutant rows: its side table mutant_kills."),
+        "oracle-detectable mutants; NULL when not estimable). Per-mutant rows: its side table mutant_kills.",
+        tags=OPTIONAL),
 )
 def mutation_scores(
     context: AssetExecutionContext, config: MutationConfig,

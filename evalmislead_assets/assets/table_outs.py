@@ -6,8 +6,11 @@ from dagster import AssetOut
 from evalmislead_assets.store.schema import table_description
 
 
-def table_outs(name: str, side_tables: tuple[str, ...], code_version: str, description: str) -> dict[str, AssetOut]:
+def table_outs(name: str, side_tables: tuple[str, ...], code_version: str, description: str,
+               tags: dict[str, str] | None = None) -> dict[str, AssetOut]:
     """The outs of a multi-asset: its own table ``name`` and each side table computed in the same step
-    (an asset of the same name, described as store/schema.py describes the table), one code version."""
-    return {name: AssetOut(code_version=code_version, description=description),
-            **{t: AssetOut(code_version=code_version, description=table_description(t)) for t in side_tables}}
+    (an asset of the same name, described as store/schema.py describes the table), one code version and the
+    same ``tags``."""
+    return {name: AssetOut(code_version=code_version, description=description, tags=tags),
+            **{t: AssetOut(code_version=code_version, description=table_description(t), tags=tags)
+               for t in side_tables}}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import sys
 import time
@@ -20,6 +19,8 @@ from evalmislead_assets.study.models import ModelSpec, Study
 if TYPE_CHECKING:
     from dagster import DagsterInstance
 
+    from evalmislead_assets.cli import run_plan
+
 HELP = "Run the study end to end (problems, generation, execution, analysis, report) as Dagster runs."
 
 # The demo on the bundled 0.5B coder model, sized to finish well inside 15 minutes on 2 cores (6 min measured):
@@ -32,27 +33,11 @@ DEMO_MAX_TOKENS_OFF = "768"
 DEMO_MAX_TOKENS_ON = "1024"
 DEMO_PROBE_N = "3"
 
-# a multi-asset is one step: each list names its side tables beside it (mutation_scores + mutant_kills, ...)
-CHAIN = ["test_generations", "generated_tests", "test_outcomes", "test_coverage", "mutation_scores", "mutant_kills"]
 # left out of a replay unless --mutation: at full size the mutants took 112 s and the mutant runs 75-143 s per
 # condition on 2 cores (the README's stage table), about 11 minutes for six conditions, nearly as much as the rest of
 # the chain together
-MUTATION_STEPS = ("mutants", "mutation_scores", "mutant_kills")
 MUTATION_SKIPPED = ("Mutation score: not run in this replay (about 11 min more at full size, six conditions, on 2 cores); add "
                     "--mutation to run it (bash scripts/run-study.sh --mutation)")
-ANALYSIS = [
-    "condition_rates", "bootstrap_comparisons", "truncation_matched_subset", "thinking_comparisons",
-    "spec_labels", "spec_label_agreement", "spec_label_splits",
-    "reasoning_mentions", "reasoning_mention_matches", "reasoning_mention_summary", "tool_policy", "determinism_probe",
-    "problem_rates", "problem_comparisons", "repetition_rates", "test_repeats", "answer_repeats",
-    "study_report",
-]
-# after every model's analysis: the models side by side, their average, the size table (assets/models.py)
-ACROSS_MODELS = ["model_rates", "model_comparisons", "model_average", "model_sizes", "models_report"]
-# each other language of the study (docs/languages.md): its chain after Python's, per model; the languages side
-# by side once every model is done
-LANGUAGE_CHAIN = ["test_generations", "generated_tests", "test_outcomes"]
-ACROSS_LANGUAGES = ["language_comparisons", "languages_report"]
 SCREENING_HINT = ("evalmislead: this run stored no misleading test; docs/bundled-models.md, \"Screening\", shows "
                   "which bundled model writes them (the 1.5B: scripts/bootstrap.sh --model-1.5b, then "
                   "evalmislead run --models qwen2.5-coder-1.5b)")
@@ -124,8 +109,11 @@ def open_instance(home: Path) -> "DagsterInstance":
 
 
 def run(args: argparse.Namespace) -> int:
-    # SIGINT / SIGTERM: stop in seconds with 130 / 143 (a second signal exits at once), see stop_signals
-    stop_signals.install()
+    # SIGINT / SIGTERM: stop in seconds with 130 / 143 (a second signal exits at once), see stop_signals; the
+    # running Dagster run is terminated through its run launcher first (instance_runs), within STOP_WAIT_S
+    from evalmislead_assets.cli.instance_runs import STOP_WAIT_S
+
+    stop_signals.install(grace_s=STOP_WAIT_S + 15)
     settings.ignore_recorded_overrides()  # this run's flags and defaults decide; it records them for later routes
     if getattr(args, "problems", ""):
         os.environ["EVALMISLEAD_PROBLEMS"] = args.problems  # the flag wins over the study file and the variable
@@ -172,13 +160,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"evalmislead: {replay.line()}", flush=True)
         print(f"evalmislead: {replays.import_into(cfg.db, replay)}", flush=True)
 
-    from dagster import AssetKey
-
     from evalmislead_assets import study_models
-    from evalmislead_assets.assets.model_scope import language_key, problem_keys
+    from evalmislead_assets.cli import run_plan
+    from evalmislead_assets.cli.instance_runs import InstanceRuns
     from evalmislead_assets.definitions import defs
-    from evalmislead_assets.jobs import model_keys
-    from evalmislead_assets.partitions import partition_key
     from evalmislead_assets.run_launcher import fail_stale_runs
     from evalmislead_assets.study.conditions import CONDITION_NAMES
 
@@ -190,19 +175,20 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"unknown condition(s) {unknown}; choose from {', '.join(CONDITION_NAMES)}")
 
-    from evalmislead_assets.cli.run_console import console_without_traces
-
-    # Dagster's console logger without its stack traces: the run's own line names the failure
-    job = defs.resolve_implicit_global_asset_job_def().with_logger_defs({"console": console_without_traces})
     graph = defs.resolve_asset_graph()
-    known = set(graph.get_all_asset_keys())
     study = study_models.study()
+    mutation = replay is None if getattr(args, "mutation", None) is None else bool(args.mutation)
+    # what runs, read off the definitions: each model's assets, their partitions, the optional parts
+    plan = run_plan.build_plan(graph, study.names, list(study.languages), modes, conditions,
+                               optional=["mutation"] if mutation else [])
     from evalmislead_assets.cli import up_to_date
 
     # what decides the rows besides Dagster's code and data versions; each run carries it (and the study's hash)
     fingerprint = up_to_date.settings_fingerprint(settings.study_text(), {})
     run_tags = {up_to_date.SETTINGS_TAG: fingerprint,
-                up_to_date.STUDY_TAG: recorded_study.sha256_text(settings.study_text())}
+                up_to_date.STUDY_TAG: recorded_study.sha256_text(settings.study_text()),
+                data_lock.DELEGATE_TAG: data_lock.study_holder(cfg.db)}
+    run_config = {"loggers": {"console": {"config": {"log_level": args.log_level}}}}
     for stale in fail_stale_runs(instance):  # a killed run's partition is free again
         print(f"evalmislead: {stale.line()}", flush=True)
     from evalmislead_assets.cli.summary import caps_text, problems_text
@@ -216,94 +202,78 @@ def run(args: argparse.Namespace) -> int:
           f"{'; '.join(f'{m.name}: {reaches[m.name].describe()}{_own_caps(m)}' for m in study.models)} "
           f"(study file {study.source})", flush=True)
 
-    def step(names: list[str] | list[AssetKey], pkey: object = None, stage: str = "") -> None:
-        """One Dagster run of ``names``; StepFailed (``stage`` names it shortly) when it fails (a stop signal exits)."""
-        keys = [k if isinstance(k, AssetKey) else AssetKey(k) for k in names]
-        keys = [k for k in keys if k in known]
-        if not keys:
-            return
-        if not getattr(args, "force", False):  # what is fresh and made with these settings is not run again
-            todo = up_to_date.keys_to_run(instance, graph, keys, None if pkey is None else str(pkey), fingerprint)
-            if not todo:
-                print(f"evalmislead: up to date: {'+'.join(k.to_user_string() for k in keys)}"
-                      f"{f' [{pkey}]' if pkey is not None else ''} (nothing changed; --force runs it again)",
-                      flush=True)
-                return
-            keys = todo
-        label = f"{'+'.join(k.to_user_string() for k in keys)}" + (f" [{pkey}]" if pkey is not None else "")
-        t0 = time.monotonic()
-        print(f"evalmislead: materializing {label} ...", flush=True)
-        try:
-            result = job.execute_in_process(
-                instance=instance, asset_selection=keys,
-                partition_key=pkey, raise_on_error=False,
-                run_config={"loggers": {"console": {"config": {"log_level": args.log_level}}}},
-                tags=run_tags,
-            )
-        except KeyboardInterrupt:  # a stop that reached us outside Dagster's own handling
-            _stopped(label)
-        if not result.success:
-            failure = _first_failure(result)
-            if stop_signals.stop_requested() or any(w in failure for w in ("Interrupted", "StopRequested")):
-                _stopped(label)
-            raise StepFailed(label, failure, stage)
-        print(f"evalmislead: done {label} in {time.monotonic() - t0:.1f} s (run {result.run_id})", flush=True)
-
     for model in study.models:  # before anything runs: thinking-on work for a model that cannot think
         for mode in modes:
             model.refuse_thinking(mode, study.source)
     runs: list[ModelRun] = []
     down = _check_servers(study, reaches, replay is not None, runs)
-    mutation = replay is None if getattr(args, "mutation", None) is None else bool(args.mutation)
-    chain = CHAIN if mutation else [k for k in CHAIN if k not in MUTATION_STEPS]
-    mutants = ["mutants"] if mutation else []
     progress = Progress(cfg.db, cfg.problems, conditions, modes, study.names, study.languages)
-    others = study.other_languages
-    try:
-        step(["problems", "problem_validation", *mutants, *[k for lang in others for k in problem_keys(lang)]])
-    except StepFailed as exc:
-        raise SystemExit(_failure_text(exc, _llm_line(cfg.db, progress.since, failed="the run failed"))) from None
-    for i, model in enumerate(study.models):  # one model after the other: on a CPU box one server at a time
-        if model.name in down:
-            continue  # its server did not answer before the run: failed at the server check
-        who = f"{model.name} " if study.prefixed else ""
-        current = ModelRun(model.name, utc_now())
-        runs.append(current)
+    with InstanceRuns(instance, log_level=args.log_level) as launcher:
+        print(f"evalmislead: {len(plan.steps)} steps from the definitions, each a Dagster run "
+              f"{launcher.route()}", flush=True)
+
+        def step(planned: run_plan.Step) -> None:
+            """One Dagster run of the step; StepFailed when it fails (a stop signal exits)."""
+            keys = list(planned.keys)
+            pkey = planned.partition
+            if not getattr(args, "force", False):  # what is fresh and made with these settings is not run again
+                todo = up_to_date.keys_to_run(instance, graph, keys, pkey, fingerprint)
+                if not todo:
+                    print(f"evalmislead: up to date: {'+'.join(k.to_user_string() for k in keys)}"
+                          f"{f' [{pkey}]' if pkey is not None else ''} (nothing changed; --force runs it again)",
+                          flush=True)
+                    return
+                keys = todo
+            label = f"{'+'.join(k.to_user_string() for k in keys)}" + (f" [{pkey}]" if pkey is not None else "")
+            t0 = time.monotonic()
+            print(f"evalmislead: materializing {label} ...", flush=True)
+            try:
+                result = launcher.materialize(keys, pkey, run_tags, run_config, stop_signals.stop_requested)
+            except (KeyboardInterrupt, SystemExit):  # a stop signal: the run was terminated and has ended
+                _stopped(label)
+            if not result.success:
+                if result.stopped or stop_signals.stop_requested():
+                    _stopped(label)
+                raise StepFailed(label, result.failure, planned.label)
+            print(f"evalmislead: done {label} in {time.monotonic() - t0:.1f} s (run {result.run_id})", flush=True)
+
         try:
-            for mode in modes:
-                step(model_keys(study, ["model_specs"], model), mode, f"model_specs [{mode}]")
-                progress.report(f"{who}specs [{mode}]")
-                for cond in conditions:
-                    step(model_keys(study, chain, model), partition_key(cond, mode), f"chain [{cond}|{mode}]")
-                    progress.report(f"{who}{cond}|{mode}")
-            current.chain_done = True  # its chain is stored: the cross-model step runs even if its analysis fails
-            step(model_keys(study, ANALYSIS, model), stage="analysis")
-            for lang in others:  # Java, JavaScript: the same conditions and modes through the language's chain
-                for mode in modes:
-                    step([language_key(study, model, lang, "model_specs")], mode, f"{lang}/model_specs [{mode}]")
-                    progress.report(f"{who}{lang} specs [{mode}]")
-                    for cond in conditions:
-                        step([language_key(study, model, lang, n) for n in LANGUAGE_CHAIN], partition_key(cond, mode),
-                             f"{lang} chain [{cond}|{mode}]")
-                        progress.report(f"{who}{lang} {cond}|{mode}")
-        except StepFailed as exc:  # this model stops here; the next one goes on (its own server)
-            current.failed_at, current.error = exc.stage, exc.failure
-            current.until = utc_now()
-            if not study.prefixed:
-                raise SystemExit(_failure_text(exc, current.requests_line(cfg.db, alone=True))) from None
-            more = "; the other models go on" if i + 1 < len(study.models) else ""
-            print(_failure_text(exc, current.requests_line(cfg.db), f"model {model.name} stops here{more}"),
-                  file=sys.stderr, flush=True)
-        current.until = current.until or utc_now()
-    across_failed = ""
-    if any(r.chain_done for r in runs):
-        try:
-            step(ACROSS_MODELS)
-            if others:
-                step(ACROSS_LANGUAGES)
+            for planned in plan.inputs:
+                step(planned)
         except StepFailed as exc:
-            across_failed = f"{exc.label} failed: {exc.failure}"
-            print(f"evalmislead: {across_failed}", file=sys.stderr, flush=True)
+            raise SystemExit(_failure_text(exc, _llm_line(cfg.db, progress.since, failed="the run failed"))) from None
+        for i, model in enumerate(study.models):  # one model after the other: on a CPU box one server at a time
+            if model.name in down:
+                continue  # its server did not answer before the run: failed at the server check
+            who = f"{model.name} " if study.prefixed else ""
+            current = ModelRun(model.name, utc_now())
+            runs.append(current)
+            try:
+                for planned in plan.of_model(model.name):
+                    step(planned)
+                    if planned.stage == run_plan.CHAIN:
+                        lang = "" if planned.language == study.languages[0] else f"{planned.language} "
+                        what = f"specs [{planned.partition}]" if planned.specs_only else str(planned.partition)
+                        progress.report(f"{who}{lang}{what}")
+                    if planned.language == study.languages[0] and planned.stage == run_plan.CHAIN:
+                        current.chain_done = _chain_done(plan, model.name, planned, study.languages[0])
+            except StepFailed as exc:  # this model stops here; the next one goes on (its own server)
+                current.failed_at, current.error = exc.stage, exc.failure
+                current.until = utc_now()
+                if not study.prefixed:
+                    raise SystemExit(_failure_text(exc, current.requests_line(cfg.db, alone=True))) from None
+                more = "; the other models go on" if i + 1 < len(study.models) else ""
+                print(_failure_text(exc, current.requests_line(cfg.db), f"model {model.name} stops here{more}"),
+                      file=sys.stderr, flush=True)
+            current.until = current.until or utc_now()
+        across_failed = ""
+        if any(r.chain_done for r in runs):
+            try:
+                for planned in plan.across:
+                    step(planned)
+            except StepFailed as exc:
+                across_failed = f"{exc.label} failed: {exc.failure}"
+                print(f"evalmislead: {across_failed}", file=sys.stderr, flush=True)
     runs.sort(key=lambda r: study.names.index(r.name))  # models whose server was down were added first
     failed = [r for r in runs if r.failed]
     if any(r.chain_done for r in runs):
@@ -316,6 +286,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"evalmislead: {'; '.join(what)}; stored rows are kept, re-run to resume", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def _chain_done(plan: run_plan.Plan, model: str, planned: run_plan.Step, language: str) -> bool:
+    """The step just run was the last chain step of the model's first language: its chain is stored, so the
+    cross-model step runs even if its analysis fails."""
+    from evalmislead_assets.cli.run_plan import CHAIN
+
+    chain = [s for s in plan.of_model(model) if s.stage == CHAIN and s.language == language]
+    return bool(chain) and planned == chain[-1]
 
 
 def _own_caps(model: ModelSpec) -> str:
@@ -406,22 +385,6 @@ class Progress:
 
         print(f"evalmislead: progress after {label}: "
               f"{progress_text(done, self.total, int(row['sent']), tokens, elapsed)}", flush=True)
-
-
-def _first_failure(result: object) -> str:
-    """One line: the failed step and the innermost error (a user error's own message, not Dagster's wrapper)."""
-    for event in result.all_events:  # type: ignore[attr-defined]
-        if event.is_step_failure or event.is_resource_init_failure or event.is_run_failure:
-            err = getattr(event.event_specific_data, "error", None)
-            if err is None:
-                return event.message or "unknown failure"
-            while getattr(err, "cause", None) is not None and (err.cls_name or "").startswith("Dagster"):
-                err = err.cause
-            lines = (err.message or "").strip().splitlines()
-            text = re.sub(r"^dagster\.[\w.]+\.Failure: ", "", lines[0]) if lines else str(err)
-            step = getattr(event, "step_key", None)
-            return f"{step}: {text}" if step else text
-    return "unknown failure"
 
 
 def _print_summary(db: Path, since: object, study: Study, failed: str = "", skipped: str = "") -> None:

@@ -179,7 +179,9 @@ class WarehouseIOManager(ConfigurableIOManager):
         # one run per partition and none beside `evalmislead run`, whatever launched this run (CLI, UI,
         # backfill): before the first write, so no request is sent twice for one cache key
         say = context.log.warning if context.log is not None else print
-        taken = data_lock.wait_and_hold(db, _command(context), say, partition=_partition_scope(context))
+        delegated_by = run.tags.get(data_lock.DELEGATE_TAG, "") if run is not None else ""
+        taken = data_lock.wait_and_hold(db, _command(context), say, partition=_partition_scope(context),
+                                        delegated_by=delegated_by)
         _RUN_LOCKS[_run_key(context)] = taken
         try:
             # rows without a model (older files) belong to the study file's first model

@@ -14,10 +14,10 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
-from dagster import AssetKey, AssetsDefinition, DagsterInstance, materialize
+from dagster import AssetsDefinition, DagsterInstance, materialize
 
 from evalmislead_assets import study_models
-from evalmislead_assets.cli.run_study import ACROSS_MODELS
+from evalmislead_assets.cli import run_plan
 from evalmislead_assets.report.formatting import pct, points
 from evalmislead_assets.report.sections.replication_average import NOT_AVERAGED
 
@@ -112,7 +112,9 @@ def test_models_report_prints_what_its_sql_returns(seeded_warehouse, tmp_path: P
         _seed(seeded_warehouse)
         defs = build(study_models.study())
         assets = {k: a for a in defs.assets if isinstance(a, AssetsDefinition) for k in a.keys}
-        keys = [AssetKey(a) for a in ACROSS_MODELS]
+        study = study_models.study()
+        plan = run_plan.build_plan(defs.resolve_asset_graph(), study.names, list(study.languages), ["off"], [])
+        keys = list(plan.across[0].keys)  # the cross-model step of `evalmislead run`
         wanted = list(dict.fromkeys(assets[k] for k in keys))
         deps = {d for a in wanted for d in a.dependency_keys} - set(keys)
         result = materialize([*wanted, *(assets[d].to_source_asset(d) for d in deps)], selection=keys,

@@ -121,7 +121,14 @@ def test_bad_assets_are_one_line_errors(
     assert message in err and err.count("\n") == 1
 
 
-def test_no_webserver_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_webserver_is_a_one_line_error(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a model by URL (its thinking capability is not declared), so the refusal is the webserver's
+    monkeypatch.setenv("EVALMISLEAD_DB", f"{tmp_path}/study.duckdb")
+    monkeypatch.setenv("EVALMISLEAD_LLM_URL", "http://127.0.0.1:9")
+    for name in ("EVALMISLEAD_STUDY", "EVALMISLEAD_MODELS"):
+        monkeypatch.delenv(name, raising=False)
     url = f"http://127.0.0.1:{free_port()}"
     assert main(["backfill", "--thinking", "on", "--url", url]) == 2
     err = capsys.readouterr().err

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from evalmislead_assets.cli.run_console import NOTE, FoldStackTraces
 from evalmislead_assets.cli.server_check import unreachable_servers
 from evalmislead_assets.llm.server_props import unreachable
+from evalmislead_assets.run_console import NOTE, FoldStackTraces
 from evalmislead_assets.study.models import Reach
 from evalmislead_tests.fake_llm_server import FakeLLMServer
 

@@ -16,10 +16,8 @@ import pytest
 from dagster import AssetKey, AssetsDefinition, DagsterInstance, materialize
 
 from evalmislead_assets import study_models
-from evalmislead_assets.cli.run_study import ACROSS_MODELS as ACROSS
-from evalmislead_assets.cli.run_study import ANALYSIS, CHAIN
+from evalmislead_assets.cli import run_plan
 from evalmislead_assets.llm.llama_server import smollm2_model
-from evalmislead_assets.partitions import partition_key
 from evalmislead_assets.store.schema import PER_MODEL_TABLES
 from evalmislead_tests.dagster_services import GET_POSITIVE_GRAMMAR, grammar_run_config
 
@@ -81,18 +79,25 @@ def test_two_models_side_by_side_and_one_rerun_leaves_the_other_untouched(
                      "judge_llm": LLMResource(embedded_server=server)}
         wh = seeded_warehouse
 
+        # the steps `evalmislead run` takes, from the definitions
+        plan = run_plan.build_plan(defs.resolve_asset_graph(), study.names, list(study.languages), ["off"],
+                                   list(CONDITIONS), ["mutation"])
+
         def run_model(key: str, grammar: str) -> None:
-            _materialize(defs, [AssetKey([key, "model_specs"])], resources, partition_key="off")
-            for cond in CONDITIONS:
-                _materialize(defs, [AssetKey([key, a]) for a in CHAIN], resources,
-                             partition_key=partition_key(cond, "off"), run_config=grammar_run_config(grammar))
-            _materialize(defs, [AssetKey([key, a]) for a in ANALYSIS], resources)
+            for step in plan.of_model(study.by_key(key).name):
+                if step.specs_only:
+                    _materialize(defs, list(step.keys), resources, partition_key=step.partition)
+                elif step.partition is not None:
+                    _materialize(defs, list(step.keys), resources, partition_key=step.partition,
+                                 run_config=grammar_run_config(grammar))
+                else:
+                    _materialize(defs, list(step.keys), resources)
 
         try:
             _materialize(defs, [AssetKey("mutants")], resources)  # model-free: the mutation scores' input
             run_model("smollm2_135m", GET_POSITIVE_GRAMMAR)
             run_model("qwen2_5_coder_0_5b", GET_POSITIVE_GRAMMAR)
-            _materialize(defs, [AssetKey(a) for a in ACROSS], resources)
+            _materialize(defs, [k for s in plan.across for k in s.keys], resources)
 
             gens = wh.query_df("SELECT model_name, model, condition, count(*) AS n FROM test_generations "
                                "GROUP BY ALL ORDER BY ALL")

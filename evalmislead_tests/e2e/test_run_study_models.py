@@ -15,7 +15,6 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from evalmislead_assets.cli.run_study import ACROSS_MODELS, ANALYSIS, CHAIN
 from evalmislead_tests.fake_llm_server import FakeLLMServer
 
 # task 30 (the buggy get_positive keeps only the negatives): one misleading and one effective test
@@ -78,7 +77,10 @@ def test_two_models_run_the_whole_chain_to_the_models_report(tmp_path: Path) -> 
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
     # every per-model asset of both models, the analysis (spec_labels among it) and the cross-model ones
     done = _materialized(tmp_path)
-    wanted = {f"{m}/{a}" for m in ("m_a", "m_b") for a in ["model_specs", *CHAIN, *ANALYSIS]} | set(ACROSS_MODELS)
+    chain = ["test_generations", "generated_tests", "test_outcomes", "test_coverage", "mutation_scores", "mutant_kills"]
+    analysis = ["condition_rates", "bootstrap_comparisons", "spec_labels", "problem_comparisons", "study_report"]
+    across = ["model_rates", "model_comparisons", "model_average", "model_sizes", "models_report"]
+    wanted = {f"{m}/{a}" for m in ("m_a", "m_b") for a in ["model_specs", *chain, *analysis]} | set(across)
     assert wanted <= done, sorted(wanted - done)
     for table in ("spec_labels", "condition_rates", "bootstrap_comparisons", "test_outcomes"):
         models = [r[0] for r in _query(tmp_path, f"SELECT DISTINCT model_name FROM {table} ORDER BY 1")]

@@ -24,11 +24,14 @@ HOLDER = textwrap.dedent("""
     from pathlib import Path
     from evalmislead_assets import data_lock
     partition = None if sys.argv[2] == "ALL" else sys.argv[2]
+    delegate = sys.argv[3] if len(sys.argv) > 3 else ""
     try:
-        data_lock.hold_partition(Path(sys.argv[1]), partition, "holder " + sys.argv[2])
+        data_lock.hold_partition(Path(sys.argv[1]), partition, "holder " + sys.argv[2], delegate)
     except data_lock.LockHeld as exc:
         print("refused", exc, flush=True)
         sys.exit(3)
+    if partition is None:
+        data_lock.study_holder(Path(sys.argv[1]))  # as `evalmislead run` reads its own lock: it must keep it
     print("holding", flush=True)
     time.sleep(600)
 """)
@@ -42,9 +45,11 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _hold(env: dict[str, str], partition: str) -> subprocess.Popen[str]:
-    """A process holding ``partition``'s locks ('ALL': the whole study, as `evalmislead run`), or refused (exit 3)."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, env["EVALMISLEAD_DB"], partition], env=env,
+def _hold(env: dict[str, str], partition: str, delegated_by: str = "") -> subprocess.Popen[str]:
+    """A process holding ``partition``'s locks ('ALL': the whole study, as `evalmislead run`), or refused (exit 3);
+    ``delegated_by``: launched by the process that holds the DuckDB file's lock (``data_lock.study_holder``)."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, env["EVALMISLEAD_DB"], partition,
+                             *([delegated_by] if delegated_by else [])], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -81,6 +86,37 @@ def test_partitions_run_side_by_side_but_never_twice_nor_beside_a_whole_study_ru
         assert whole.poll() is None and late.returncode == 3 and f"pid {whole.pid} on " in late.refusal  # type: ignore[attr-defined]
     finally:
         _stop(whole)
+
+
+def test_runs_launched_by_the_study_run_work_under_its_lock_and_others_still_wait(tmp_path: Path) -> None:
+    from evalmislead_assets import data_lock
+
+    env = _env(tmp_path)
+    study = _hold(env, "ALL")  # `evalmislead run`: the DuckDB file's lock, exclusively
+    try:
+        holder = data_lock.study_holder(Path(env["EVALMISLEAD_DB"]))
+        assert holder.startswith(f"{study.pid} ")
+        mine = _hold(env, "buggy_code|off", delegated_by=holder)  # a run it launched: its partition only
+        twice = _hold(env, "buggy_code|off", delegated_by=holder)  # never two runs of one partition
+        other = _hold(env, "fixed_code|off")  # a run it did not launch: refused while it holds the file
+        forged = _hold(env, "model_spec|off", delegated_by=f"{os.getpid()} somewhere 2020-01-01T00:00:00Z")
+        try:
+            assert mine.poll() is None
+            assert twice.returncode == 3 and f"pid {mine.pid} on " in twice.refusal  # type: ignore[attr-defined]
+            assert other.returncode == 3 and "s.duckdb.run.lock" in other.refusal  # type: ignore[attr-defined]
+            assert forged.returncode == 3 and "s.duckdb.run.lock" in forged.refusal  # type: ignore[attr-defined]
+        finally:
+            _stop(mine)
+    finally:
+        _stop(study)
+    # the study run ended: its identity no longer lets a run past the DuckDB file's lock, which is simply free
+    late = _hold(env, "buggy_code|off", delegated_by=holder)
+    try:
+        assert late.poll() is None
+        whole = _hold(env, "ALL")  # it took the file's lock shared, like any partition run
+        assert whole.returncode == 3
+    finally:
+        _stop(late)
 
 
 def _wait_for_text(path: Path, text: str, proc: subprocess.Popen[bytes], timeout_s: float) -> str:

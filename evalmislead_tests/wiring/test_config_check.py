@@ -245,7 +245,7 @@ def test_cli_refuses_a_garbage_db_file_before_anything_runs(tmp_path: Path) -> N
 
 def test_cli_failure_line_names_the_innermost_cause_not_the_dagster_wrapper(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A check that fails inside a run (a file broken after the CLI's own check) reads as its own message."""
-    from evalmislead_assets.cli.run_study import _first_failure
+    from evalmislead_assets.cli.instance_runs import first_failure
 
     monkeypatch.setenv("EVALMISLEAD_DB", str(env))
 
@@ -255,7 +255,7 @@ def test_cli_failure_line_names_the_innermost_cause_not_the_dagster_wrapper(env:
 
     res = materialize([never], resources={"io_manager": WarehouseIOManager()},
                       instance=DagsterInstance.ephemeral(), raise_on_error=False)
-    line = _first_failure(res)
+    line = first_failure(res.all_events)
     assert "is a directory" in line and "resource_fn" not in line and "Dagster" not in line, line
 
 

@@ -49,14 +49,17 @@ def test_jobs_resolve_in_definitions() -> None:
 def test_every_selection_takes_a_multi_asset_whole() -> None:
     """A multi-asset (spec_labels, reasoning_mentions, mutation_scores and their side tables) is one step: each
     job and each step of `evalmislead run` that selects one of its tables selects all of them."""
-    from evalmislead_assets.cli import run_study
+    from evalmislead_assets import study_models
+    from evalmislead_assets.cli import run_plan
 
     graph = defs.resolve_asset_graph()
+    study = study_models.study()
+    plan = run_plan.build_plan(graph, study.names, list(study.languages), ["off"], ["buggy_code"], ["mutation"])
     multi = {k for k in graph.get_all_asset_keys() if len(graph.get(k).execution_set_asset_keys) > 1}
     assert {k.to_user_string() for k in multi} >= {
         "spec_labels", "spec_label_agreement", "spec_label_splits", "reasoning_mentions",
         "reasoning_mention_matches", "reasoning_mention_summary", "mutation_scores", "mutant_kills"}
-    selections = [run_study.CHAIN, run_study.ANALYSIS, run_study.ACROSS_MODELS,
+    selections = [[k.to_user_string() for k in step.keys] for step in plan.steps] + [
                   *([k.to_user_string() for k in j.asset_layer.executable_asset_keys]
                     for j in (defs.resolve_job_def("generation_chain_job"), defs.resolve_job_def("model_specs_job")))]
     for names in selections:

@@ -1,4 +1,4 @@
-"""The console logger of `evalmislead run`'s Dagster runs: Dagster's own, without stack traces.
+"""The console logger of every Dagster run of the study (definitions.py): Dagster's own, without stack traces.
 
 A failed step printed its error twice with a 30-line Dagster stack trace each time (the step's
 failure, then the run's), before `evalmislead run`'s own one line naming the failure and its fix.
