@@ -145,7 +145,6 @@ def run(args: argparse.Namespace) -> int:
         settings.set_model_selection(args.models)  # before the study (and the definitions) are read
     # every setting, the DB path and the input files, before anything starts; then the study is recorded with
     # the data (the pack a replay imports, the values this run set for itself), so every later route uses it
-    from evalmislead_assets import recorded_study
     from evalmislead_assets.recorded_study import RECORDED_OVERRIDES
 
     cfg = config_check.check_before_run(
@@ -185,9 +184,8 @@ def run(args: argparse.Namespace) -> int:
 
     # what decides the rows besides Dagster's code and data versions; each run carries it (and the study's hash)
     fingerprint = up_to_date.settings_fingerprint(settings.study_text(), {})
-    run_tags = {up_to_date.SETTINGS_TAG: fingerprint,
-                up_to_date.STUDY_TAG: recorded_study.sha256_text(settings.study_text()),
-                data_lock.DELEGATE_TAG: data_lock.study_holder(cfg.db)}
+    # the study's tags are written by every run itself (io_manager); this route adds only who launched it
+    run_tags = {data_lock.DELEGATE_TAG: data_lock.study_holder(cfg.db)}
     run_config = {"loggers": {"console": {"config": {"log_level": args.log_level}}}}
     for stale in fail_stale_runs(instance):  # a killed run's partition is free again
         print(f"evalmislead: {stale.line()}", flush=True)

@@ -2,38 +2,22 @@
 inputs' materializations) says each asset partition is fresh, and the run that made it used the same settings.
 
 The settings are not part of Dagster's view (a study file's caps, the problem subset, the sandbox limits come
-from the study file and the environment), so each run of `evalmislead run` carries a tag with their fingerprint
-(``SETTINGS_TAG``), and a partition counts as up to date only when its latest materialization came from a run
-with the same fingerprint. A changed setting, a changed template, new answers or a missing partition: the step
-runs. ``--force`` runs every step.
+from the study file and the environment), so every run, whichever route launched it, carries a tag with their
+fingerprint (``SETTINGS_TAG``, run_tags.py), and a partition counts as up to date only when its latest
+materialization came from a run with the same fingerprint. A changed setting, a changed template, new answers
+or a missing partition: the step runs. ``--force`` runs every step.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dagster import AssetKey, DagsterInstance
 
-SETTINGS_TAG = "evalmislead/settings_sha256"
-STUDY_TAG = "evalmislead/study_sha256"
+from evalmislead_assets.run_tags import SETTINGS_TAG, STUDY_TAG, settings_fingerprint
 
-# variables that say where files live or how the console looks: they do not change a row
-_NOT_SETTINGS = {"EVALMISLEAD_WEBSERVER_URL", "EVALMISLEAD_CACHE", "EVALMISLEAD_ARTIFACTS",
-                 "EVALMISLEAD_TEST_WORKERS", "EVALMISLEAD_BOOTSTRAP_MODELS", "EVALMISLEAD_PYTHON"}
-
-
-def settings_fingerprint(study_text: str, extra: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:
-    """sha256 of what decides a run's rows besides Dagster's code and data versions: the study file's text, the
-    EVALMISLEAD_* values in effect and the run's own choices (``extra``: conditions, modes, mutation)."""
-    env = os.environ if environ is None else environ
-    values = {k: v for k, v in env.items() if k.startswith("EVALMISLEAD_") and k not in _NOT_SETTINGS}
-    blob = json.dumps({"study": study_text, "env": values, "run": dict(extra)}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+__all__ = ["SETTINGS_TAG", "STUDY_TAG", "keys_to_run", "settings_fingerprint"]
 
 
 def keys_to_run(instance: "DagsterInstance", asset_graph: Any, keys: list["AssetKey"], partition: str | None,

@@ -174,8 +174,13 @@ class WarehouseIOManager(ConfigurableIOManager):
         run = context.run
         if context.instance is not None and run is not None:
             from evalmislead_assets.run_launcher import tag_run_worker
+            from evalmislead_assets.run_tags import study_tags
 
             tag_run_worker(context.instance, run.run_id)
+            # the study file and settings this run works from, on every route (cli/up_to_date.py reads them)
+            tags = study_tags(settings.study_text())
+            if any(run.tags.get(k) != v for k, v in tags.items()):
+                context.instance.add_run_tags(run.run_id, tags)
         # one run per partition and none beside `evalmislead run`, whatever launched this run (CLI, UI,
         # backfill): before the first write, so no request is sent twice for one cache key
         say = context.log.warning if context.log is not None else print
