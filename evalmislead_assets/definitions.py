@@ -121,9 +121,10 @@ def language_assets_for(study: Study) -> list[AssetsDefinition]:
 def build(study: Study) -> Definitions:
     per_model, per_model_checks = model_assets_for(study)
     cross = model_assets.build(study)
+    assets = [*_finish(load_assets_from_modules(MODEL_FREE_MODULES)), *per_model, *_finish(cross),
+              *language_assets_for(study), *_finish(language_assets.build(study))]
     return Definitions(
-        assets=[*_finish(load_assets_from_modules(MODEL_FREE_MODULES)), *per_model, *_finish(cross),
-                *language_assets_for(study), *_finish(language_assets.build(study))],
+        assets=assets,
         asset_checks=[*load_asset_checks_from_modules(MODEL_FREE_MODULES), *per_model_checks],
         resources={
             "warehouse": WarehouseResource(),
@@ -134,7 +135,7 @@ def build(study: Study) -> Definitions:
             "judge_llm": LLMResource(urls=settings.judge_url(), urls_origin="EVALMISLEAD_JUDGE_URL",
                                      embedded_server=embedded_server),
         },
-        jobs=jobs_for(study),
+        jobs=jobs_for(study, assets),
         # the runs' console: Dagster's own, a failure's stack trace cut to its first line (the run's events keep it)
         loggers={"console": console_without_traces},
         # One process per run: steps share the LLM resource (and the embedded server) and

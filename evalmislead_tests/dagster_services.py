@@ -25,6 +25,9 @@ from evalmislead_assets.sandbox.processes import signal_group
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+# what generation_chain_job selects for Python (jobs.py selects by partitions): the test data of the UI's route
+CHAIN_ASSETS = ["test_generations", "generated_tests", "test_outcomes", "test_coverage"]
+GENERATION_ASSETS = ["model_specs", *CHAIN_ASSETS]
 
 _LOCATION_STATUS = """
 { workspaceOrError { __typename ... on Workspace { locationEntries {
@@ -225,7 +228,6 @@ def materialize_thinking_mode(
     generation chain (all conditions, or ``conditions``; answers shaped by ``grammar`` unless None),
     then the unpartitioned analysis assets."""
     from evalmislead_assets.definitions import defs
-    from evalmislead_assets.jobs import CHAIN_ASSETS
     from evalmislead_assets.partitions import partition_key
     from evalmislead_assets.study.conditions import CONDITION_NAMES
 

@@ -19,7 +19,6 @@ from evalmislead_assets import settings
 from evalmislead_assets.cli import backfill_deps
 from evalmislead_assets.cli.webserver_client import BackfillState, WebserverClient, WebserverError
 from evalmislead_assets.errors import ConfigError
-from evalmislead_assets.jobs import GENERATION_ASSETS
 from evalmislead_assets.study.conditions import THINKING_MODES
 from evalmislead_assets.study.models import model_key
 
@@ -28,8 +27,9 @@ HELP = "backfill every partition of one thinking mode (e.g. --thinking on) throu
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thinking", required=True, choices=THINKING_MODES, help="the thinking mode to backfill")
-    parser.add_argument("--assets", default=",".join(GENERATION_ASSETS),
-                        help=f"comma-separated assets partitioned by thinking (default: {','.join(GENERATION_ASSETS)})")
+    parser.add_argument("--assets", default="",
+                        help="comma-separated assets partitioned by thinking (default: the Python assets of "
+                             "model_specs_job and generation_chain_job, i.e. the specs and the chain)")
     parser.add_argument("--models", default="",
                         help="with several models in the study: comma-separated model names whose assets to backfill "
                              "(default: every model of the study file)")
@@ -107,8 +107,26 @@ def _progress_line(state: BackfillState, started: float) -> str:
     return f"[{time.monotonic() - started:6.0f} s] {state.summary()}"
 
 
+def default_assets() -> list[str]:
+    """The names of the Python assets the two generation jobs select (jobs.py: by their partitions), in
+    dependency order: what `evalmislead run` runs per partition."""
+    from evalmislead_assets.dagster_metadata import LANGUAGE_METADATA
+    from evalmislead_assets.definitions import defs
+    from evalmislead_assets.study.models import DEFAULT_LANGUAGE
+
+    graph = defs.resolve_asset_graph()
+    selected = {k for job in ("model_specs_job", "generation_chain_job")
+                for k in defs.resolve_job_def(job).asset_layer.executable_asset_keys}
+    names: list[str] = []
+    for key in graph.toposorted_asset_keys:
+        language = graph.get(key).metadata.get(LANGUAGE_METADATA)
+        if key in selected and getattr(language, "value", language) == DEFAULT_LANGUAGE and key.path[-1] not in names:
+            names.append(key.path[-1])
+    return names
+
+
 def run(args: argparse.Namespace) -> int:
-    assets = [a.strip() for a in args.assets.split(",") if a.strip()]
+    assets = [a.strip() for a in args.assets.split(",") if a.strip()] or default_assets()
     if not assets:
         raise ConfigError("--assets is empty; name at least one asset, e.g. --assets test_generations")
     refuse_thinking(args.thinking, getattr(args, "models", ""))

@@ -11,8 +11,8 @@ import pytest
 from evalmislead_assets.cli import main
 from evalmislead_assets.cli.backfill_cmd import mode_partitions
 from evalmislead_assets.errors import ConfigError
-from evalmislead_assets.jobs import CHAIN_ASSETS, thinking_partition_keys
-from evalmislead_tests.dagster_services import DagsterServices, dagster_services, free_port
+from evalmislead_assets.jobs import thinking_partition_keys
+from evalmislead_tests.dagster_services import CHAIN_ASSETS, DagsterServices, dagster_services, free_port
 
 GRID = {"condition": ["buggy_code", "fixed_code"], "thinking": ["off", "on"]}
 

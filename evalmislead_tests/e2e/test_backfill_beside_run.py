@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, RunsFilter
 
-from evalmislead_assets.jobs import CHAIN_ASSETS
 from evalmislead_assets.store.database import Warehouse
-from evalmislead_tests.dagster_services import dagster_services
+from evalmislead_tests.dagster_services import CHAIN_ASSETS, dagster_services
 from evalmislead_tests.fake_llm_server import FakeLLMServer
 
 pytestmark = pytest.mark.slow

@@ -30,8 +30,7 @@ from typing import Any
 import pytest
 
 from evalmislead_assets.cli.webserver_client import WebserverClient
-from evalmislead_assets.jobs import CHAIN_ASSETS
-from evalmislead_tests.dagster_services import DagsterServices, dagster_services
+from evalmislead_tests.dagster_services import CHAIN_ASSETS, DagsterServices, dagster_services
 from evalmislead_tests.fake_llm_server import FakeLLMServer
 
 pytestmark = pytest.mark.slow

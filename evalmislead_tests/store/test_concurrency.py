@@ -78,9 +78,9 @@ def test_four_partition_runs_started_together_all_succeed(tmp_path: Path, llama_
     """Four `dagster asset materialize` processes, one per partition of the generation chain, at once."""
     from dagster import AssetKey, DagsterEventType, DagsterInstance
 
-    from evalmislead_assets.jobs import CHAIN_ASSETS
     from evalmislead_tests.dagster_services import (
         BIN,
+        CHAIN_ASSETS,
         PROJECT_ROOT,
         STUDY_ENV,
         grammar_run_config,

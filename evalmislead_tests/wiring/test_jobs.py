@@ -27,23 +27,34 @@ def test_thinking_partition_keys_split_the_grid() -> None:
 
 
 def test_asset_partition_keys() -> None:
-    assert jobs.asset_partition_keys("model_specs", "on") == ["on"]
-    assert jobs.asset_partition_keys("test_outcomes", "off") == jobs.thinking_partition_keys("off")
+    assert jobs.asset_partition_keys(thinking_partitions, "on") == ["on"]
+    assert jobs.asset_partition_keys(condition_thinking_partitions, "off") == jobs.thinking_partition_keys("off")
     with pytest.raises(ValueError, match="not a thinking-partitioned asset"):
-        jobs.asset_partition_keys("problems", "on")
+        jobs.asset_partition_keys(None, "on")
     with pytest.raises(ValueError, match="not one of"):
         jobs.thinking_partition_keys("maybe")
 
 
-def test_jobs_resolve_in_definitions() -> None:
+def test_jobs_select_by_partitions_leaving_the_optional_assets_out() -> None:
     chain = defs.resolve_job_def("generation_chain_job")
     assert chain.partitions_def == condition_thinking_partitions
-    assert chain.asset_layer.executable_asset_keys == {AssetKey(a) for a in jobs.CHAIN_ASSETS}
+    # every condition x thinking asset but the optional mutation steps
+    assert chain.asset_layer.executable_asset_keys == {
+        AssetKey(a) for a in ("test_generations", "generated_tests", "test_outcomes", "test_coverage")}
     assert chain.executor_def.name == "in_process"
     specs = defs.resolve_job_def("model_specs_job")
     assert specs.partitions_def == thinking_partitions
     assert specs.asset_layer.executable_asset_keys == {AssetKey("model_specs")}
     assert isinstance(condition_thinking_partitions.get_partition_key_from_str("buggy_code|on"), MultiPartitionKey)
+
+
+def test_the_backfill_default_is_the_jobs_python_assets_in_dependency_order() -> None:
+    from evalmislead_assets.cli.backfill_cmd import default_assets
+
+    names = default_assets()
+    assert names[0] == "model_specs" and set(names) == {
+        "model_specs", "test_generations", "generated_tests", "test_outcomes", "test_coverage"}
+    assert names.index("test_generations") < names.index("generated_tests") < names.index("test_outcomes")
 
 
 def test_every_selection_takes_a_multi_asset_whole() -> None:
