@@ -22,6 +22,8 @@ UPSTREAM_COLUMNS: dict[str, list[str]] = {
 # repetition_rates reads the test sources and the answers' text instead
 REPETITION_GENERATED_COLUMNS = ["condition", "thinking", "task_id", "source", "test_ids"]
 REPETITION_GENERATION_COLUMNS = ["condition", "thinking", "task_id", "problem_idx", "finish_reason", "response_text"]
+# reasoning_mentions reads the answers' reasoning
+REASONING_GENERATION_COLUMNS = ["condition", "thinking", "task_id", "problem_idx", "reasoning_text", "response_text"]
 
 
 def item_name(item: str) -> str:

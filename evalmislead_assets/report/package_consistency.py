@@ -7,16 +7,17 @@ still count the edited test. Here, per model and language of the package:
 
 1. the cell of every stored test (``outcome``) is recomputed from its stored statuses (execution.cells.outcome);
 2. each derived table in ``DERIVED`` is recomputed from the stored ``test_outcomes``, ``test_generations`` and
-   ``generated_tests`` (and, for the spec-label splits, the stored ``spec_labels``), each projected to the
-   columns its asset reads (analysis/upstream.py), under the package's own plan (``plan/``), and compared with
-   the stored rows: the same rows (by the table's key columns) and, column by column, the same values (floats
-   within ``TOLERANCE``, NULL and NaN alike). The paired-bootstrap intervals are recomputed too: they are
+   ``generated_tests`` (for the spec-label splits and agreement also the stored ``spec_labels``, for the
+   reasoning mentions the keyword file in ``prompts/``), each projected to the columns its asset reads
+   (analysis/upstream.py), under the package's own plan (``plan/``), and compared with the stored rows: the
+   same rows (by the table's key columns) and, column by column, the same values (floats within
+   ``TOLERANCE``, NULL and NaN alike). The paired-bootstrap intervals are recomputed too: they are
    seeded with the plan's seed, so the same code and numpy give the same bounds.
 
 The first disagreement is reported (table, row key, column, stored and recomputed value); a derived table of
 which the package holds no row for a model and language is not checked there (the study did not compute it).
-The cross-model and cross-language tables (model_*, language_comparisons) and the reasoning-mention tables
-are not recomputed. No Dagster, no DuckDB file: DuckDB only reads the package's parquet or JSON lines files.
+The cross-model and cross-language tables (model_*, language_comparisons) are not recomputed. No Dagster, no
+DuckDB file: DuckDB only reads the package's parquet or JSON lines files.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import pandas as pd
 
 from evalmislead_assets.analysis import problem_level, rates, repetition, secondary
 from evalmislead_assets.analysis.plan import Plan, load_plan
+from evalmislead_assets.analysis.reasoning_mentions import load_keywords
 from evalmislead_assets.analysis.spec_labels import agreement
 from evalmislead_assets.analysis.tool_policy import INPUT_COLUMNS as TOOL_POLICY_COLUMNS
 from evalmislead_assets.analysis.tool_policy import tool_policy
@@ -40,6 +42,7 @@ from evalmislead_assets.analysis.upstream import (
     GENERATED_COLUMNS,
     GENERATION_COLUMNS,
     OUTCOME_COLUMNS,
+    REASONING_GENERATION_COLUMNS,
     REPETITION_GENERATED_COLUMNS,
     REPETITION_GENERATION_COLUMNS,
     item_name,
@@ -95,6 +98,7 @@ class Inputs:
     generated: pd.DataFrame
     spec_labels: pd.DataFrame
     plan: Plan
+    keywords: Path | None = None  # the reasoning-mention keyword file the package holds (prompts/)
     done: dict[str, pd.DataFrame] = field(default_factory=dict)  # recomputed tables a later one builds on
 
     def upstream(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -114,6 +118,29 @@ def _test_repeats(x: Inputs) -> pd.DataFrame:
 
 def _answer_repeats(x: Inputs) -> pd.DataFrame:
     return repetition.per_answer_repeats(x.done["test_repeats"], _project(x.generations, REPETITION_GENERATION_COLUMNS))
+
+
+def _reasoning(x: Inputs, part: int) -> pd.DataFrame:
+    """One of reasoning_mentions' three tables (per answer, per match, summary), computed once for the three, on
+    the plan's condition and thinking mode as the asset filters them."""
+    if "reasoning_mentions" not in x.done:
+        if x.keywords is None:
+            raise ConfigError("the package's reasoning-mention tables hold rows but prompts/ holds no keyword file; "
+                              "export the package again")
+        sec = x.plan.section("reasoning_mentions")
+        cond, thinking = sec.get("condition", "buggy_code"), sec.get("thinking", "on")
+
+        def cell(df: pd.DataFrame) -> pd.DataFrame:
+            return df[(df["condition"] == cond) & (df["thinking"] == thinking)].reset_index(drop=True)
+
+        tables = secondary.reasoning_mentions(cell(_project(x.generations, REASONING_GENERATION_COLUMNS)),
+                                              cell(_project(x.outcomes, OUTCOME_COLUMNS)), load_keywords(x.keywords),
+                                              x.plan)
+        x.done.update(zip(REASONING_TABLES, tables))
+    return x.done[REASONING_TABLES[part]]
+
+
+REASONING_TABLES = ("reasoning_mentions", "reasoning_mention_matches", "reasoning_mention_summary")
 
 
 def _with_plan(df: pd.DataFrame, plan: Plan) -> pd.DataFrame:
@@ -142,6 +169,9 @@ DERIVED: tuple[tuple[str, tuple[str, ...], Callable[[Inputs], pd.DataFrame]], ..
     ("spec_label_agreement", ("thinking", "label"), lambda x: _with_plan(agreement(x.spec_labels), x.plan)),
     ("spec_label_splits", ("thinking", "condition", "split_by", "category"),
      lambda x: secondary.spec_label_splits(*x.upstream(), x.spec_labels, x.plan)),
+    ("reasoning_mentions", ("condition", "thinking", "task_id"), lambda x: _reasoning(x, 0)),
+    ("reasoning_mention_matches", ("thinking", "task_id", "keyword", "position"), lambda x: _reasoning(x, 1)),
+    ("reasoning_mention_summary", ("condition", "thinking", "mention_group"), lambda x: _reasoning(x, 2)),
 )
 DERIVED_TABLES = tuple(name for name, _, _ in DERIVED)
 
@@ -149,7 +179,7 @@ DERIVED_TABLES = tuple(name for name, _, _ in DERIVED)
 _OUTCOME_ITEMS = [*OUTCOME_COLUMNS, *TOOL_POLICY_COLUMNS, "buggy_status", "fixed_status"]
 _INPUT_ITEMS = {
     "test_outcomes": _OUTCOME_ITEMS,
-    "test_generations": [*GENERATION_COLUMNS, *REPETITION_GENERATION_COLUMNS],
+    "test_generations": [*GENERATION_COLUMNS, *REPETITION_GENERATION_COLUMNS, *REASONING_GENERATION_COLUMNS],
     "generated_tests": [*GENERATED_COLUMNS, *REPETITION_GENERATED_COLUMNS],
 }
 
@@ -323,6 +353,13 @@ class _Reader:
         self.con.close()
 
 
+def package_keywords(folder: Path, plan: Plan) -> Path | None:
+    """The reasoning-mention keyword file the plan names, as the package holds it (prompts/, the folder the plan
+    was read from); None when it is not there."""
+    path = Path(folder) / "prompts" / secondary.keywords_path(plan).name
+    return path if path.is_file() else None
+
+
 def package_plan(folder: Path) -> Plan:
     """The analysis plan the package holds (plan/<name>.json), as the assets read theirs."""
     plans = sorted((Path(folder) / "plan").glob("*.json"))
@@ -348,13 +385,14 @@ def check_package(folder: Path, fmt: str = "parquet") -> Consistency:
         stored = {name: reader.table(name) for name in DERIVED_TABLES}
     finally:
         reader.close()
-    return check_tables(inputs, labels, stored, plan)
+    return check_tables(inputs, labels, stored, plan, package_keywords(folder, plan))
 
 
 def check_tables(inputs: dict[str, pd.DataFrame], spec_labels: pd.DataFrame, stored: dict[str, pd.DataFrame],
-                 plan: Plan) -> Consistency:
+                 plan: Plan, keywords: Path | None = None) -> Consistency:
     """The check on frames: ``inputs`` (test_outcomes, test_generations, generated_tests with every column of
-    ``_INPUT_ITEMS``), the stored spec labels and the stored derived tables, per model and language."""
+    ``_INPUT_ITEMS``), the stored spec labels and the stored derived tables, per model and language; ``keywords``:
+    the reasoning-mention keyword file."""
     result = Consistency()
     seen: set[tuple[str, str]] = set()
     for df in inputs.values():
@@ -370,7 +408,7 @@ def check_tables(inputs: dict[str, pd.DataFrame], spec_labels: pd.DataFrame, sto
         if result.first:
             return result
         x = Inputs(outcomes, _of(inputs["test_generations"], group), _of(inputs["generated_tests"], group),
-                   _of(spec_labels, group), plan)
+                   _of(spec_labels, group), plan, keywords)
         for name, key, recompute in DERIVED:
             mine = _of(stored.get(name, pd.DataFrame()), group)
             needed_later = name in ("test_repeats", "answer_repeats")

@@ -20,10 +20,12 @@ import pytest
 from evalmislead_assets import settings
 from evalmislead_assets.analysis import problem_level, rates, repetition, secondary
 from evalmislead_assets.analysis.plan import load_plan
+from evalmislead_assets.analysis.reasoning_mentions import load_keywords
 from evalmislead_assets.analysis.spec_labels import agreement, category
 from evalmislead_assets.analysis.tool_policy import INPUT_COLUMNS as TOOL_POLICY_COLUMNS
 from evalmislead_assets.analysis.tool_policy import tool_policy
 from evalmislead_assets.analysis.upstream import (
+    REASONING_GENERATION_COLUMNS,
     REPETITION_GENERATED_COLUMNS,
     REPETITION_GENERATION_COLUMNS,
     UPSTREAM_COLUMNS,
@@ -53,6 +55,7 @@ def store_upstream(wh: Warehouse, n_problems: int = 6) -> None:
                 n = 0 if (i + c) % 5 == 4 else 1 + (i + c) % 4  # a few answers cut with no test
                 gens.append({**key, "finish_reason": "length" if n == 0 else "stop", "error": None,
                              "response_text": "", "model": "m", "template_sha256": "t" * 64,
+                             "reasoning_text": "The code has a bug: it returns x - 1." if i % 3 == 0 else "Fine.",
                              "request_json": json.dumps({"max_tokens": 4096})})
                 gt.append({**key, "source": _source(n) if n else None, "n_tests": n, "import_ok": n > 0,
                            "test_ids": [f"test_{k}" for k in range(n)]})
@@ -94,7 +97,15 @@ def store_derived(wh: Warehouse) -> None:
     labels.insert(0, "plan_sha256", plan.sha256)
     agree = agreement(labels)
     agree.insert(0, "plan_sha256", plan.sha256)
+    sec = plan.section("reasoning_mentions")
+
+    def cell(df: pd.DataFrame) -> pd.DataFrame:  # the plan's condition and thinking mode, as the asset reads them
+        return df[(df["condition"] == sec["condition"]) & (df["thinking"] == sec["thinking"])].reset_index(drop=True)
+
+    mentions = secondary.reasoning_mentions(cell(read("test_generations", REASONING_GENERATION_COLUMNS)), cell(o),
+                                            load_keywords(secondary.keywords_path(plan)), plan)
     tables = {
+        **dict(zip(("reasoning_mentions", "reasoning_mention_matches", "reasoning_mention_summary"), mentions)),
         "spec_labels": labels, "spec_label_agreement": agree,
         "spec_label_splits": secondary.spec_label_splits(o, g, gt, labels, plan),
         "condition_rates": rates.condition_rates(o, g, gt, plan),
@@ -159,7 +170,7 @@ def test_an_untouched_package_passes(package: Path, capsys: pytest.CaptureFixtur
     assert "files match manifest.json" in out
     line = next(ln for ln in out.splitlines() if ln.startswith("evalmislead: consistency: "))
     stored = pd.read_parquet(package / "tables" / "test_outcomes.parquet")
-    assert f"{len(stored)} stored tests give their cells; 12 derived tables" in line and "none stored" not in line
+    assert f"{len(stored)} stored tests give their cells; 15 derived tables" in line and "none stored" not in line
 
 
 def test_an_edited_outcome_with_recomputed_sums_fails_naming_condition_rates(
@@ -227,7 +238,9 @@ def test_a_package_of_materialized_analysis_assets_passes(tmp_path: Path, monkey
     export.export_package(wh.path, pkg, plan_path=settings.analysis_plan_path())
     rc, out = verify(pkg, capsys)
     assert rc == 0, out
-    assert "; 10 derived tables (" in out and "none stored: spec_label_agreement, spec_label_splits" in out
+    assert "; 10 derived tables (" in out
+    assert ("none stored: spec_label_agreement, spec_label_splits, reasoning_mentions, reasoning_mention_matches, "
+            "reasoning_mention_summary") in out
     edit(pkg, "test_outcomes", f"UPDATE t SET fixed_status = 'passed', outcome = 'both_pass' WHERE {THE_TEST}")
     rc, out = verify(pkg, capsys)
     assert rc == 1 and "consistency: condition_rates row condition=buggy_code, thinking=off: n_misleading" in out
@@ -238,3 +251,12 @@ def test_an_edited_spec_label_fails_naming_the_split_it_moves(package: Path, cap
     rc, out = verify(package, capsys)
     assert rc == 1
     assert "evalmislead: consistency: spec_label_splits row thinking=off, condition=buggy_code, " in out
+
+
+def test_an_edited_reasoning_text_fails_naming_its_answer(package: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(package, "test_generations", "UPDATE t SET reasoning_text = 'Fine.' WHERE condition = 'buggy_code' "
+                                      "AND thinking = 'on' AND task_id = 'Python/0'")
+    rc, out = verify(package, capsys)
+    assert rc == 1
+    assert ("evalmislead: consistency: reasoning_mentions row condition=buggy_code, thinking=on, task_id=Python/0: "
+            "reasoning_chars stored ") in out
