@@ -46,6 +46,11 @@ from evalmislead_assets.analysis.spec_labels import (
 from evalmislead_assets.analysis.tool_policy import INPUT_COLUMNS as TOOL_POLICY_COLUMNS
 from evalmislead_assets.analysis.tool_policy import TOOL_POLICY_SQL
 from evalmislead_assets.analysis.tool_policy import tool_policy as tool_policy_table
+from evalmislead_assets.analysis.upstream import (
+    REASONING_GENERATION_COLUMNS,
+    REPETITION_GENERATED_COLUMNS,
+    REPETITION_GENERATION_COLUMNS,
+)
 from evalmislead_assets.assets.analysis_inputs import UPSTREAM, plan_code_version, say_notes, study_plan
 from evalmislead_assets.assets.model_scope import model_path
 from evalmislead_assets.assets.table_outs import table_outs
@@ -234,9 +239,8 @@ REPETITION_TABLES = ("test_repeats", "answer_repeats")
                     "problem's share of each cell and the tests of answers cut at the cap in a loop; per test "
                     "(test_repeats: duplicate_of) and per answer (answer_repeats: loop) as side tables."),
     ins={"test_outcomes": UPSTREAM["test_outcomes"],
-         "generated_tests": AssetIn(metadata={"columns": ["condition", "thinking", "task_id", "source", "test_ids"]}),
-         "test_generations": AssetIn(metadata={"columns": [
-             "condition", "thinking", "task_id", "problem_idx", "finish_reason", "response_text"]})},
+         "generated_tests": AssetIn(metadata={"columns": list(REPETITION_GENERATED_COLUMNS)}),
+         "test_generations": AssetIn(metadata={"columns": list(REPETITION_GENERATION_COLUMNS)})},
 )
 def repetition_rates(
     context: AssetExecutionContext, test_outcomes: pd.DataFrame, generated_tests: pd.DataFrame,
@@ -344,9 +348,8 @@ def spec_labels(
                     "Thinking-on buggy_code answers whose reasoning mentions the bug (prompts/reasoning_keywords.txt); "
                     "every keyword match and the misleading rate by mention are its side tables "
                     "reasoning_mention_matches and reasoning_mention_summary."),
-    ins={"test_generations": AssetIn(metadata={"columns": [
-        "condition", "thinking", "task_id", "problem_idx", "reasoning_text", "response_text"]}),
-        "test_outcomes": UPSTREAM["test_outcomes"]},
+    ins={"test_generations": AssetIn(metadata={"columns": list(REASONING_GENERATION_COLUMNS)}),
+         "test_outcomes": UPSTREAM["test_outcomes"]},
 )
 def reasoning_mentions(
     context: AssetExecutionContext, test_generations: pd.DataFrame, test_outcomes: pd.DataFrame,

@@ -13,19 +13,12 @@ from dagster import AssetIn
 
 from evalmislead_assets import settings
 from evalmislead_assets.analysis.plan import Plan, load_plan
+from evalmislead_assets.analysis.upstream import OUTCOME_COLUMNS as OUTCOME_COLUMNS
+from evalmislead_assets.analysis.upstream import UPSTREAM_COLUMNS
 
 # The three upstream tables every analysis reads, all partitions (the assets are unpartitioned),
-# projected to the columns the analysis needs.
-OUTCOME_COLUMNS = ["condition", "thinking", "task_id", "problem_idx", "test_id", "outcome"]
-UPSTREAM = {
-    "test_outcomes": AssetIn(metadata={"columns": OUTCOME_COLUMNS}),
-    "test_generations": AssetIn(metadata={
-        "columns": ["condition", "thinking", "task_id", "problem_idx", "finish_reason", "error", "template_sha256",
-                    "model", "TRY_CAST(json_extract_string(request_json, '$.max_tokens') AS INTEGER) AS max_tokens"]}),
-    "generated_tests": AssetIn(metadata={"columns": [
-        "condition", "thinking", "task_id", "problem_idx", "n_tests", "import_ok", "error",
-        "source IS NOT NULL AS has_code", "verified"]}),
-}
+# projected to the columns the analysis needs (analysis/upstream.py: `evalmislead verify` reads the same).
+UPSTREAM = {table: AssetIn(metadata={"columns": list(columns)}) for table, columns in UPSTREAM_COLUMNS.items()}
 # covers: zero-test rules, matched comparisons, verified rates, provenance, MC error and tested-problem counts
 CODE_VERSION = "analysis-5"
 

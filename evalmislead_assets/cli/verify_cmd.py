@@ -1,4 +1,5 @@
-"""`evalmislead verify <package>`: re-check a reproduction package's sums and re-score a sample of its tests.
+"""`evalmislead verify <package>`: re-check a reproduction package's sums, recompute its derived tables from its
+own rows, and re-score a sample of its tests.
 
 No GPU, no model, no DuckDB file: the package alone (see report/package_verify.py).
 """
@@ -7,17 +8,22 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalmislead_assets.errors import ConfigError
 
-HELP = ("verify a reproduction package: every file's sha256, then a seeded sample of its stored tests re-run "
-        "against both versions and compared with the stored statuses (no GPU or model needed)")
+if TYPE_CHECKING:  # the CLI imports every command's module: the analysis stack loads only when verify runs
+    from evalmislead_assets.report.package_consistency import Consistency
+
+HELP = ("verify a reproduction package: every file's sha256, every derived table recomputed from the package's "
+        "stored outcomes, then a seeded sample of its stored tests re-run against both versions and compared "
+        "with the stored statuses (no GPU or model needed)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("package", help="the package folder `evalmislead export` wrote")
     p.add_argument("--sample", type=int, default=20, metavar="N",
-                   help="stored tests to re-run (default 20; 0: check the sums only)")
+                   help="stored tests to re-run (default 20; 0: check the sums and the consistency only)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="parallel sandboxes (default: CPUs)")
 
@@ -44,6 +50,13 @@ def run(args: argparse.Namespace) -> int:
               f"{shown}; nothing re-scored")
         return 1
     print(f"evalmislead: sums: {result.files} files match manifest.json")
+    consistency = result.consistency
+    if consistency is not None and consistency.first is not None:
+        print(f"evalmislead: consistency: {consistency.first.line()}"
+              + ("; nothing re-scored" if args.sample else ""))
+        return 1
+    if consistency is not None:
+        print(f"evalmislead: consistency: {consistency_line(consistency)}")
     if args.sample == 0:
         return 0
     if not result.rescored:
@@ -56,3 +69,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"  differs: {r.where}: stored buggy {r.stored[0]}, fixed {r.stored[1]}; "
               f"now buggy {r.now[0]}, fixed {r.now[1]}")
     return 0 if not differ else 1
+
+
+def consistency_line(c: Consistency) -> str:
+    """What agreed: the tests whose cell was recomputed, the derived tables and their rows, those not stored."""
+    tables = {k: v for k, v in c.rows.items() if k != "test_outcomes"}
+    line = (f"{c.rows.get('test_outcomes', 0)} stored tests give their cells; {len(tables)} derived tables "
+            f"({sum(tables.values())} rows) match their recomputation from the package's own rows")
+    return line + (f" (none stored: {', '.join(c.not_stored)})" if c.not_stored else "")

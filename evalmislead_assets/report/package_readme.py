@@ -63,10 +63,13 @@ rest), no GPU and no model needed:
 
     evalmislead verify .
 
-re-checks the sha256 of every file against `manifest.json`, then re-runs a seeded sample of the stored
-tests (`tables/test_outcomes`) against the buggy and the fixed version of their problem in the project's
-sandbox and compares each status with the stored one. `--sample N` and `--seed S` choose the sample;
-`--sample 0` checks the sums only. Without evalmislead, `sha256sum -c SHA256SUMS` checks the sums.
+re-checks the sha256 of every file against `manifest.json`; recomputes every stored test's cell from its
+statuses and every derived table (condition_rates, the comparisons, the problem-level and repetition tables,
+...) from the package's own rows under `plan/`, and names the first value that does not follow; then
+re-runs a seeded sample of the stored tests (`tables/test_outcomes`) against the buggy and the fixed
+version of their problem in the project's sandbox and compares each status with the stored one.
+`--sample N` and `--seed S` choose the sample; `--sample 0` checks the sums and the consistency only.
+Without evalmislead, `sha256sum -c SHA256SUMS` checks the sums.
 
 The tables are {fmt} files: `duckdb -c "select * from 'tables/condition_rates.{fmt}'"` reads one.
 """

@@ -1,9 +1,11 @@
 """`evalmislead verify <package>`: re-check a reproduction package without a GPU or a model.
 
-Two checks: every file's sha256 against manifest.json, then a seeded sample of the stored tests
-(tables/test_outcomes) re-run against the buggy and the fixed version of their problem (tables/problems)
-in the project's sandbox, exactly as the study ran them (execution.cells.score_many on the module stored
-in tables/generated_tests), each status compared with the stored one.
+Three checks: every file's sha256 against manifest.json; the package's consistency (every stored test's cell
+and every derived table recomputed from the package's own rows, report/package_consistency.py); then a seeded
+sample of the stored tests (tables/test_outcomes) re-run against the buggy and the fixed version of their
+problem (tables/problems) in the project's sandbox, exactly as the study ran them (execution.cells.score_many
+on the module stored in tables/generated_tests), each status compared with the stored one. A damaged file
+stops the check before consistency, a disagreement before the re-score.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import duckdb
 
 from evalmislead_assets.errors import ConfigError
+from evalmislead_assets.report.package_consistency import Consistency, check_package
 from evalmislead_assets.store.hashing import sha256_file
 
 #: the columns that name one answer's test module (model_name only in a study of several models)
@@ -39,12 +42,14 @@ class Rescored:
 class Verification:
     files: int = 0
     bad_files: list[str] = field(default_factory=list)  # missing or changed
+    consistency: Consistency | None = None  # None: not checked (a damaged file)
     rescored: list[Rescored] = field(default_factory=list)
     population: int = 0  # stored tests the sample was drawn from
 
     @property
     def ok(self) -> bool:
-        return not self.bad_files and all(r.agrees for r in self.rescored)
+        return (not self.bad_files and self.consistency is not None and self.consistency.ok
+                and all(r.agrees for r in self.rescored))
 
 
 def check_sums(folder: Path) -> tuple[int, list[str]]:
@@ -120,11 +125,15 @@ def rescore(rows: list[dict[str, Any]], score: Callable[[list[tuple[str, list[st
 def verify_package(folder: Path, sample: int, seed: int,
                    score: Callable[[list[tuple[str, list[str], str, str]]], list[list[Any]]] | None = None
                    ) -> Verification:
-    """The sums, then ``sample`` stored tests re-scored (none when ``sample`` is 0 or a file is damaged)."""
+    """The sums, the consistency, then ``sample`` stored tests re-scored (none when ``sample`` is 0, a file is
+    damaged or a table disagrees with its recomputation)."""
     folder = Path(folder)
     result = Verification()
     result.files, result.bad_files = check_sums(folder)
-    if sample > 0 and not result.bad_files:
+    if result.bad_files:
+        return result
+    result.consistency = check_package(folder, read_manifest(folder).get("format", "parquet"))
+    if sample > 0 and result.consistency.ok:
         rows, result.population = sample_tests(folder, sample, seed)
         if score is None:
             from evalmislead_assets.execution.cells import score_many

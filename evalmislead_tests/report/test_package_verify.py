@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from evalmislead_assets.cli import main
+from evalmislead_assets.execution.cells import outcome
 from evalmislead_assets.llm import embedded_model
 from evalmislead_assets.report.provenance import llama_cpp
 from evalmislead_assets.store.database import Warehouse
@@ -36,7 +37,7 @@ def _db(tmp_path: Path, problems_df: pd.DataFrame, stored_fixed_of_m: str = "fai
     ]), where=KEY)
     wh.replace_rows("test_outcomes", pd.DataFrame([
         {**KEY, "task_id": "Python/30", "problem_idx": 30, "test_id": "test_m", "buggy_status": "passed",
-         "fixed_status": stored_fixed_of_m, "outcome": "misleading"},
+         "fixed_status": stored_fixed_of_m, "outcome": outcome("passed", stored_fixed_of_m)},
         {**KEY, "task_id": "Python/30", "problem_idx": 30, "test_id": "test_e", "buggy_status": "failed",
          "fixed_status": "passed", "outcome": "effective"},
     ]), where=KEY)
@@ -124,7 +125,8 @@ def test_verify_names_a_stored_status_the_rerun_does_not_give(tmp_path, problems
     assert "re-score: 1 of 2 sampled tests" in proc.stdout
     assert ("differs: buggy_code|off Python/30::test_m: stored buggy passed, fixed passed; "
             "now buggy passed, fixed failed") in proc.stdout
-    assert _verify(pkg, env, "--sample", "0").returncode == 0  # the sums alone still match
+    # the sums and the consistency still hold: the stored rows agree with each other, not with the re-run
+    assert _verify(pkg, env, "--sample", "0").returncode == 0
 
 
 def test_verify_of_a_folder_that_is_not_a_package_is_one_line(tmp_path, env) -> None:
