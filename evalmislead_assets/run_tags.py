@@ -17,9 +17,11 @@ from typing import Any
 SETTINGS_TAG = "evalmislead/settings_sha256"
 STUDY_TAG = "evalmislead/study_sha256"
 
-# variables that say where files live or how the console looks: they do not change a row
+# variables that say where files live or how the console looks, or pin the study text that is fingerprinted
+# itself: they do not change a row
 _NOT_SETTINGS = {"EVALMISLEAD_WEBSERVER_URL", "EVALMISLEAD_CACHE", "EVALMISLEAD_ARTIFACTS",
-                 "EVALMISLEAD_TEST_WORKERS", "EVALMISLEAD_BOOTSTRAP_MODELS", "EVALMISLEAD_PYTHON"}
+                 "EVALMISLEAD_TEST_WORKERS", "EVALMISLEAD_BOOTSTRAP_MODELS", "EVALMISLEAD_PYTHON",
+                 "EVALMISLEAD_STUDY_SHA256"}
 
 
 def settings_fingerprint(study_text: str, extra: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,13 +259,36 @@ def problem_source() -> str:
 _STUDY_TEXT: dict[Path, str] = {}  # study file -> its text as this process first read it
 
 
+STUDY_PIN = "EVALMISLEAD_STUDY_SHA256"
+
+
 def study_text() -> str:
     """The study file's text, read once per process: a run (one `evalmislead run`, one Dagster run worker) keeps
-    the study it started with, and an edit made meanwhile applies to the next run. OSError when unreadable."""
+    the study it started with, and an edit made meanwhile applies to the next run. OSError when unreadable.
+
+    ``EVALMISLEAD_STUDY_SHA256`` (set by `evalmislead run` for the runs it launches, each in its own worker) pins
+    the text: a study file edited since the command started is read from the copy recorded with the data
+    (recorded_study) instead, so every run of one `evalmislead run` works from the same study."""
     path = study_path()
     if path not in _STUDY_TEXT:
-        _STUDY_TEXT[path] = path.read_text()
+        text = path.read_text()
+        pin = os.environ.get(STUDY_PIN, "").strip()
+        if pin and hashlib.sha256(text.encode()).hexdigest() != pin:
+            from evalmislead_assets import recorded_study
+
+            copy = recorded_study.record_paths(db_path())[0]
+            kept = copy.read_text() if copy.is_file() else ""
+            if hashlib.sha256(kept.encode()).hexdigest() != pin:
+                raise ConfigError(f"the study file {path} changed since this run started and the data folder holds "
+                                  f"no copy of the study it started with (sha256 {pin[:12]}); run again")
+            text = kept
+        _STUDY_TEXT[path] = text
     return _STUDY_TEXT[path]
+
+
+def pin_study_text() -> None:
+    """`evalmislead run`: the runs it launches work from the study text this process read (``study_text``)."""
+    os.environ[STUDY_PIN] = hashlib.sha256(study_text().encode()).hexdigest()
 
 
 def forget_study_text() -> None:

@@ -121,8 +121,11 @@ def build_plan(asset_graph: Any, models: Sequence[str], languages: Sequence[str]
     model_of = {k: _metadata_value(n, MODEL_METADATA) for k, n in chosen.items()}
     language_of = {k: _metadata_value(n, LANGUAGE_METADATA) for k, n in chosen.items()}
 
+    position = {k: i for i, k in enumerate(asset_graph.toposorted_asset_keys)}
+
     def ordered(keys: Iterable[AssetKey]) -> tuple[AssetKey, ...]:
-        return tuple(sorted(keys, key=lambda k: k.to_user_string()))
+        """In dependency order (the order Dagster runs them in), ties by name."""
+        return tuple(sorted(keys, key=lambda k: (position.get(k, 0), k.to_user_string())))
 
     # the model-free inputs: no model, and no model upstream
     model_bound: set[AssetKey] = {k for k, m in model_of.items() if m is not None}

@@ -150,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_check.check_before_run(
         pack=str(replay.pack.folder) if replay is not None else None,
         overrides={name: os.environ[name] for name in RECORDED_OVERRIDES if os.environ.get(name, "").strip()})
+    settings.pin_study_text()  # the runs this command launches work from the study it recorded, edits or not
     # one run per DuckDB file and data folder: a second one stops here (exit 2), naming this pid; a Dagster
     # run started meanwhile (UI, backfill, `dagster asset materialize`) waits for this one to end
     data_lock.hold_data_folder(cfg.db, "evalmislead " + " ".join(sys.argv[1:]))

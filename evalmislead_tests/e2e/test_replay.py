@@ -83,7 +83,7 @@ def test_recorded_answers_replay_without_requests(tmp_path: Path) -> None:
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
     assert again.returncode == 0 and "imported 0 answers into llm_cache (5 already there)" in again.stdout
     assert "evalmislead: materializing" not in again.stdout, again.stdout[-3000:]
-    assert "evalmislead: up to date: test_generations+generated_tests+test_outcomes+test_coverage " \
+    assert "evalmislead: up to date: test_generations+generated_tests+test_coverage+test_outcomes " \
            "[buggy_code|off]" in again.stdout
     assert _rows(home / "evalmislead.duckdb", tables) == before
     # the data folder knows its study: a later route with no study set reads the pack's

@@ -25,6 +25,7 @@ from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
 from evalmislead_assets import run_worker
+from evalmislead_assets.data_lock import DELEGATE_TAG
 from evalmislead_assets.run_launcher import PARTITION_TAG, WorkerCheckingRunLauncher, fail_stale_runs
 from evalmislead_assets.run_worker import WORKER_TAG, worker_state
 
@@ -198,7 +199,8 @@ def test_daemon_marks_a_run_failed_whose_worker_and_code_server_were_killed(tmp_
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_next_evalmislead_run_frees_the_partition_of_a_killed_one(tmp_path: Path) -> None:
-    """`evalmislead run` SIGKILLed while its run is STARTED; the next `evalmislead run` marks it failed."""
+    """`evalmislead run` SIGKILLed with its process group (the code server and the run worker it launched) while
+    its run is STARTED; the next `evalmislead run` marks it failed."""
     from evalmislead_assets.sandbox.processes import signal_group
 
     hung = socket.socket()
@@ -231,7 +233,9 @@ def test_next_evalmislead_run_frees_the_partition_of_a_killed_one(tmp_path: Path
                     runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
             except Exception:  # sqlalchemy's OperationalError while the tables are made
                 return None
-            return next((r for r in runs if r.tags.get(WORKER_TAG, "").split(":")[1:2] == [str(first.pid)]), None)
+            # launched by that `evalmislead run` (it names itself as the lock holder), its worker recorded
+            return next((r for r in runs if r.tags.get(DELEGATE_TAG, "").split(" ")[:1] == [str(first.pid)]
+                         and r.tags.get(WORKER_TAG)), None)
 
         run = _wait_for(started_run, "the first run's STARTED Dagster run", timeout=400)
         signal_group(first)
