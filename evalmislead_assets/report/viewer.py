@@ -32,8 +32,8 @@ CELL_ORDER = ("misleading", "effective", "both_pass", "both_fail")
 NO_TESTS = "no_tests"  # a condition page's cell filter value for a problem whose answer has no test
 CSS = """*{box-sizing:border-box}body{font-family:system-ui,sans-serif;margin:1em auto;padding:0 1em;max-width:1200px;
 color:#222}table{border-collapse:collapse;margin:.5em 0;max-width:100%}td,th{border:1px solid #ccc;
-padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:anywhere}th{background:#f4f4f4}
-pre{background:#f7f7f7;padding:.6em;white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%}
+padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:break-word}th{background:#f4f4f4}
+pre{background:#f7f7f7;padding:.6em;white-space:pre-wrap;max-width:100%}pre,.w{overflow-wrap:anywhere}
 .misleading{background:#fde2e2}.effective{background:#e2f5e2}.both_pass{background:#eef}.both_fail{background:#eee}
 .passed{color:#176317;font-weight:600}.failed,.error,.timeout,.crashed,.tampered{color:#a11}.limit{color:#85600a}
 del{background:#fdd;text-decoration:none}ins{background:#dfd;text-decoration:none}nav a{margin-right:1em}
@@ -280,7 +280,7 @@ def _tests_table(pairs: list[tuple[dict[str, Any], dict[str, Any]]], functions: 
         [_e(g["condition"]), _e(g["thinking"]),
          f'<a href="{answer_name(g["condition"], g["thinking"], g["problem_idx"])}">{_e(g["task_id"])}</a>',
          f"<code>{_e(functions.get(g['task_id']))}</code>",
-         f'<a href="{answer_name(g["condition"], g["thinking"], g["problem_idx"])}#{anchor(t["test_id"])}">'
+         f'<a class="w" href="{answer_name(g["condition"], g["thinking"], g["problem_idx"])}#{anchor(t["test_id"])}">'
          f'{_e(t["test_id"])}</a>', _status(t["buggy_status"]), _status(t["fixed_status"]),
          _e(str(t["outcome"]).replace("_", " "))]
         for g, t in pairs], classes=[t["outcome"] for _, t in pairs], data=data)
@@ -297,7 +297,7 @@ def _condition_page(cond: str, thinking: str, rows: list[dict[str, Any]], files:
         counts = {k: sum(1 for t in mine if t["outcome"] == k) for k in CELL_ORDER}
         table.append([f'<a href="{answer_name(cond, thinking, g["problem_idx"])}">{_e(g["task_id"])}</a>',
                       f"<code>{_e(functions.get(g['task_id']))}</code>", _e(g.get("finish_reason")), str(len(mine)),
-                      *(str(counts[k]) for k in CELL_ORDER), _e(why)])
+                      *(str(counts[k]) for k in CELL_ORDER), f'<span class="w">{_e(why)}</span>'])
         data.append(row_data(g["task_id"], g["problem_idx"], functions.get(g["task_id"]),
                              [g.get("finish_reason"), why, *(t["test_id"] for t in mine)],
                              cell=" ".join([k for k in CELL_ORDER if counts[k]] or [NO_TESTS])))
@@ -324,7 +324,7 @@ def _answer_page(g: dict[str, Any], f: dict[str, Any] | None, tests: list[dict[s
         if len(tests) > 1:
             body.append(filter_form(data))
         body.append(_table(["test", "buggy version", "fixed version", "cell", "messages"], [
-            [f'<span id="{anchor(t["test_id"])}">{_e(t["test_id"])}</span>', _status(t["buggy_status"]),
+            [f'<span class="w" id="{anchor(t["test_id"])}">{_e(t["test_id"])}</span>', _status(t["buggy_status"]),
              _status(t["fixed_status"]), _e(str(t["outcome"]).replace("_", " ")),
              f"<pre>{_e(_detail_text(t))}</pre>" if _detail_text(t) else ""]
             for t in tests], classes=[t["outcome"] for t in tests], data=data))
