@@ -187,8 +187,9 @@ def run(args: argparse.Namespace) -> int:
     fingerprint = up_to_date.settings_fingerprint(settings.study_text(), {})
     # the study's tags are written by every run itself (io_manager); this route adds only who launched it
     run_tags = {data_lock.DELEGATE_TAG: data_lock.study_holder(cfg.db)}
-    # the UI's run config for the same step (none), unless the console's level is asked for
-    run_config = {} if args.log_level == "INFO" else {"loggers": {"console": {"config": {"log_level": args.log_level}}}}
+    # the one run config this route adds: the console logger (definitions.py's, which folds stack traces) at the
+    # asked level; a run whose config names no logger gets Dagster's default console at DEBUG instead
+    run_config = {"loggers": {"console": {"config": {"log_level": args.log_level}}}}
     for stale in fail_stale_runs(instance):  # a killed run's partition is free again
         print(f"evalmislead: {stale.line()}", flush=True)
     from evalmislead_assets.cli.summary import caps_text, problems_text
