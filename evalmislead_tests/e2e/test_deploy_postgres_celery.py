@@ -199,11 +199,13 @@ def test_evalmislead_run_stores_runs_in_postgres_and_runs_them_on_a_celery_worke
         assert f"Task execute_job[{task_id}] succeeded" in worker_log, (run.run_id, task_id)
     assert not (home / "history").exists()  # no SQLite run storage beside PostgreSQL
 
+    # the rows of the chain's steps, written by the runs on the worker into the study's DuckDB file
     con = duckdb.connect(env["EVALMISLEAD_DB"], read_only=True)
     try:
-        tasks = con.execute("SELECT DISTINCT task_id FROM test_generations WHERE condition = 'buggy_code'").fetchall()
-        outcomes = con.execute("SELECT count(*) FROM test_outcomes WHERE condition = 'buggy_code'").fetchone()
+        rows = {table: con.execute(f"SELECT condition, task_id FROM {table}").fetchall()
+                for table in ("test_generations", "generated_tests")}
+        rates = con.execute("SELECT condition, thinking FROM condition_rates").fetchall()
     finally:
         con.close()
-    assert tasks == [("Python/30",)]
-    assert outcomes is not None and outcomes[0] > 0
+    assert rows == {"test_generations": [("buggy_code", "Python/30")], "generated_tests": [("buggy_code", "Python/30")]}
+    assert rates == [("buggy_code", "off")]
