@@ -53,6 +53,7 @@ class InstanceRuns:
         self.log_level = log_level
         self._process: Any = None
         self.queued = False
+        self._plans: dict[tuple[frozenset[Any], str], tuple[Any, Any]] = {}
 
     def __enter__(self) -> "InstanceRuns":
         import dagster
@@ -105,16 +106,21 @@ class InstanceRuns:
         context = self._process.create_request_context()
         location = context.get_code_location(self.location_name)
         repository = next(iter(location.get_repositories().values()))
-        selector = JobSubsetSelector(location_name=self.location_name, repository_name=repository.name,
-                                     job_name=ASSET_JOB, op_selection=None, asset_selection=list(keys))
-        job = location.get_job(selector)
+        # the job subset and its execution plan depend on the selection and the run config, not on the
+        # partition: asked of the code server once per selection (two round trips a run saved)
+        cache_key = (frozenset(keys), repr(sorted(run_config.items())))
+        if cache_key not in self._plans:
+            selector = JobSubsetSelector(location_name=self.location_name, repository_name=repository.name,
+                                         job_name=ASSET_JOB, op_selection=None, asset_selection=list(keys))
+            job = location.get_job(selector)
+            self._plans[cache_key] = (job, location.get_execution_plan(
+                job, dict(run_config), step_keys_to_execute=None, known_state=None, instance=self.instance))
+        job, plan = self._plans[cache_key]
         part_tags: dict[str, str] = {}
         if partition is not None:
             pdefs = {repository.asset_graph.get(k).partitions_def for k in keys}
             pdef = next(iter(pdefs))
             part_tags = dict(pdef.get_tags_for_partition_key(partition)) if pdef is not None else {}
-        plan = location.get_execution_plan(job, dict(run_config), step_keys_to_execute=None, known_state=None,
-                                           instance=self.instance)
         run = self.instance.create_run(
             job_name=ASSET_JOB, run_id=make_new_run_id(), run_config=dict(run_config),
             resolved_op_selection=None, step_keys_to_execute=plan.execution_plan_snapshot.step_keys_to_execute,
