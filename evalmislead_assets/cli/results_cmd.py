@@ -15,7 +15,7 @@ parts of the Results the stored run has (a run without `--mutation` has no mutat
 skipped, and one line says so). `--write` refuses a run with fewer problems or conditions than the full
 study the text describes (the answer pack's recorded run, or the protocol's six conditions on 164 problems)
 unless `--partial` asks for it written under a header line naming what it covers; rows of another run
-(cells the recorded run does not have) are refused either way.
+(cells the recorded run does not have, or answered by a request it does not hold) are refused either way.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def _results_blocks(wh: Warehouse, args: argparse.Namespace, write_to: Path | No
             answers = answer_pack.read_pack(pack, check_model=False).labelled() if manifest.get("shards") else []
     except answer_pack.PackError as exc:
         raise ConfigError(str(exc)) from None
-    full = run_scope.recorded_cells(answers)
+    full: frozenset[tuple[str, int]] | dict[tuple[str, int], str] = run_scope.recorded_cells(answers)
     if full:
         name = f"the recorded run of {manifest.get('model') if manifest else 'the pack'} ({len(full)} test generations)"
     else:
@@ -214,8 +214,9 @@ def _check(path: Path, text: str, present: list[Block], other: dict[str, tuple[s
         print(f"evalmislead: the stored run is partial ({scope.covers_line()}): its figures are not those of "
               f"{scope.full_name}", file=sys.stderr)
     if stale:
+        again = " --partial" if scope is not None and scope.partial else ""
         print(f"evalmislead: the {', '.join(b.name for b in stale)} section(s) of {path} differ from what {db} gives "
-              f"now (diff above); run {stale[0].command} {path}", file=sys.stderr)
+              f"now (diff above); run {stale[0].command} {path}{again}", file=sys.stderr)
         return 1
     if not compared:
         print(f"evalmislead: nothing of {path} compared: the stored run has none of its sections", file=sys.stderr)

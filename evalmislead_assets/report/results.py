@@ -121,7 +121,7 @@ def absent_parts(data: ReportData) -> dict[str, str]:
     for s in extra_sections():
         own = s.tables[0]
         if _primary(data.extra.get(own, pd.DataFrame())).empty:
-            out[s.title] = f"no {own} rows"
+            out[s.title] = f"the stored run has no {own} rows"
     return out
 
 

@@ -3,8 +3,9 @@
 The generated results (README block, docs/results.md) describe one run: the recorded run of an answer pack
 (its test-generation answers, thinking off) or, without a pack, the protocol's full design (the six
 conditions on every problem). A stored run with fewer (condition, problem) cells is *partial*: its figures
-may only be written labelled as such (``header``). Cells the full study does not have mean the rows hold
-answers of another run, which no label makes right.
+may only be written labelled as such (``header``). Cells the full study does not have, or a cell answered
+by another request than the pack's (its ``cache_key``: another prompt or model), mean the rows hold answers
+of another run, which no label makes right.
 
 Answer lists and frames in, sets and one-line descriptions out; no Dagster, no DuckDB.
 """
@@ -20,9 +21,11 @@ from evalmislead_assets.study.problems import N_PROBLEMS, problem_ranges
 
 PRIMARY = "off"  # the generated results describe thinking off
 PARTIAL_MARK = "**Partial run**"  # starts the header line of a block written from a partial run
-# the stored run's (condition, problem) cells, Python, thinking off (Java and JavaScript rows have their own block)
-STORED_SQL = ("SELECT DISTINCT condition, problem_idx FROM test_generations "
-              "WHERE thinking = ? AND coalesce(language, 'python') = 'python'")
+# the stored run's (condition, problem) cells with the request that answered each, and whether the row holds
+# no answer (a server error, a model_spec problem not sent for want of a spec); Python, thinking off (Java and
+# JavaScript rows have their own block)
+STORED_SQL = ("SELECT condition, problem_idx, cache_key, error IS NOT NULL AS no_answer "
+              "FROM test_generations WHERE thinking = ? AND coalesce(language, 'python') = 'python'")
 
 Cell = tuple[str, int]
 
@@ -32,10 +35,11 @@ def problem_of(task_id: str) -> int:
     return int(str(task_id).rsplit("/", 1)[-1])
 
 
-def recorded_cells(answers: Iterable[Mapping[str, Any]]) -> frozenset[Cell]:
-    """The test-generation cells (thinking off) of an answer pack's labelled answers (``Pack.labelled``)."""
-    return frozenset((str(a["condition"]), problem_of(a["task_id"])) for a in answers
-                     if a.get("asset") == "test_generations" and a.get("thinking") == PRIMARY and a.get("condition"))
+def recorded_cells(answers: Iterable[Mapping[str, Any]]) -> dict[Cell, str]:
+    """The test-generation cells (thinking off) of an answer pack's labelled answers (``Pack.labelled``), each
+    with the cache key of its request."""
+    return {(str(a["condition"]), problem_of(a["task_id"])): str(a["cache_key"]) for a in answers
+            if a.get("asset") == "test_generations" and a.get("thinking") == PRIMARY and a.get("condition")}
 
 
 def design_cells(conditions: Iterable[str] = CONDITION_NAMES, n_problems: int = N_PROBLEMS) -> frozenset[Cell]:
@@ -57,6 +61,8 @@ class RunScope:
     full: frozenset[Cell]  # the full study the text describes
     stored: frozenset[Cell]  # what the stored run has
     full_name: str  # e.g. "the recorded run of Qwen2.5-Coder-1.5B (984 test generations)"
+    answered_otherwise: frozenset[Cell] = frozenset()  # stored cells whose request is not the pack's
+    no_answer: frozenset[Cell] = frozenset()  # stored cells without an answer (an error, a problem not sent)
 
     @property
     def conditions(self) -> list[str]:
@@ -80,8 +86,8 @@ class RunScope:
 
     @property
     def foreign(self) -> frozenset[Cell]:
-        """Stored cells the full study does not have: answers of another run."""
-        return self.stored - self.full
+        """Stored answers of cells the full study does not have, or answered by another request: another run's."""
+        return (self.stored - self.full - self.no_answer) | self.answered_otherwise
 
     @property
     def partial(self) -> bool:
@@ -120,6 +126,20 @@ class RunScope:
                 "problems and conditions only.")
 
 
-def scope(full: frozenset[Cell], stored_rows: Iterable[tuple[Any, Any]], full_name: str) -> RunScope:
-    """``stored_rows``: (condition, problem_idx) pairs of the stored run (``STORED_SQL``)."""
-    return RunScope(full, frozenset((str(c), int(p)) for c, p in stored_rows), full_name)
+def scope(full: frozenset[Cell] | Mapping[Cell, str], stored_rows: Iterable[tuple[Any, ...]],
+          full_name: str) -> RunScope:
+    """``full``: the full study's cells, or (a pack's) each with its request's cache key; ``stored_rows``:
+    (condition, problem_idx[, cache_key[, no_answer]]) of the stored run (``STORED_SQL``). A stored answer whose
+    key is set and differs from the pack's marks its cell as another run's; a row without an answer (an error,
+    a problem not sent) is another run's in no case."""
+    keys = full if isinstance(full, Mapping) else {}
+    stored, otherwise, no_answer = set(), set(), set()
+    for row in stored_rows:
+        cell = (str(row[0]), int(row[1]))
+        stored.add(cell)
+        key = row[2] if len(row) > 2 else None
+        if len(row) > 3 and str(row[3]) == "True":  # Python's or NumPy's True (a BOOLEAN column through pandas)
+            no_answer.add(cell)
+        elif isinstance(key, str) and key and cell in keys and keys[cell] != key:
+            otherwise.add(cell)
+    return RunScope(frozenset(full), frozenset(stored), full_name, frozenset(otherwise), frozenset(no_answer))

@@ -54,7 +54,7 @@ def make_pack(folder: Path, cells: list[tuple[str, int]], thinking: str = "off")
 
 def stored_cells(wh: Warehouse) -> list[tuple[str, int]]:
     rows = wh.query_df(run_scope.STORED_SQL, [run_scope.PRIMARY])
-    return [(str(c), int(p)) for c, p in rows.itertuples(index=False, name=None)]
+    return [(str(c), int(p)) for c, p, _, _ in rows.itertuples(index=False, name=None)]
 
 
 @pytest.fixture()
@@ -108,7 +108,7 @@ def test_check_skips_the_parts_the_stored_run_lacks(study: tuple[Warehouse, Path
     assert main(_args(wh, pack, "--check", str(doc))) == 0
     out = capsys.readouterr()
     skipped = [x for x in out.err.splitlines() if x.startswith("evalmislead: skipped")]
-    assert len(skipped) == 1 and "Results: Mutation score (no mutation_scores rows)" in skipped[0]
+    assert len(skipped) == 1 and "Results: Mutation score (the stored run has no mutation_scores rows)" in skipped[0]
     assert "match" in out.out and "0.75" not in out.err
     # the same document with a changed rate still differs
     line = next(x for x in with_mutation.splitlines() if x.startswith("| buggy_code"))
@@ -214,6 +214,25 @@ def test_write_refuses_rows_of_another_run_even_labelled(tmp_path: Path, capsys:
     assert doc.read_text() == DOC
 
 
+def test_write_refuses_a_cell_answered_by_another_request(study: tuple[Warehouse, Path], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The same cells as the pack, but one answered by a request the pack does not hold (another prompt or
+    model): the rows mix runs."""
+    wh, pack = study
+    keys = run_scope.recorded_cells(answer_pack.read_pack(pack).labelled())
+    where = "WHERE condition = 'fixed_code' AND problem_idx = 30"
+    wh.execute(f"UPDATE test_generations SET cache_key = 'another request' {where}")
+    doc = tmp_path / "results.md"
+    doc.write_text(DOC)
+    assert main(_args(wh, pack, "--write", str(doc), "--partial")) == 2
+    assert "mix runs" in capsys.readouterr().err and doc.read_text() == DOC
+    # the same row as a server error holds no answer of any run
+    wh.execute(f"UPDATE test_generations SET error = 'server error 500' {where}")
+    assert main(_args(wh, pack, "--write", str(doc))) == 0
+    wh.execute(f"UPDATE test_generations SET error = NULL, cache_key = ? {where}", [keys[("fixed_code", 30)]])
+    assert main(_args(wh, pack, "--write", str(doc))) == 0  # the pack's own request: one run
+
+
 def test_partial_goes_with_write(study: tuple[Warehouse, Path], tmp_path: Path,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     wh, pack = study
@@ -231,3 +250,14 @@ def test_scope_lines() -> None:
     assert s.missing_line() == "condition(s) model_spec; problem(s) 2-9 of buggy_code, fixed_code"
     whole = run_scope.scope(full, [(c, p) for c, p in full], "F")
     assert not whole.partial and whole.missing_line() == "nothing"
+    keyed = {("buggy_code", 0): "k0", ("buggy_code", 1): "k1"}
+    same = run_scope.scope(keyed, [("buggy_code", 0, "k0"), ("buggy_code", 1, None)], "F")
+    assert not same.foreign and not same.partial
+    other = run_scope.scope(keyed, [("buggy_code", 0, "k0"), ("buggy_code", 1, "x")], "F")
+    assert other.foreign_line() == "buggy_code on problem(s) 1"
+    # a row without an answer (a server error) is no other run's, in a cell the pack has or not
+    errors = run_scope.scope(keyed, [("buggy_code", 0, "k0"), ("buggy_code", 1, "x", True), ("model_spec", 1, None, True)],
+                             "F")
+    assert not errors.foreign and not errors.partial
+    assert run_scope.scope(keyed, [("buggy_code", 0, "k0"), ("buggy_code", 1, "k1"), ("model_spec", 1, None, False)],
+                           "F").foreign_line() == "model_spec on problem(s) 1"
