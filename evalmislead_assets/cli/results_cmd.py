@@ -65,6 +65,8 @@ class Block:
 
 
 def run(args: argparse.Namespace) -> int:
+    import duckdb
+
     from evalmislead_assets.report import results
     from evalmislead_assets.store.database import Warehouse
 
@@ -84,10 +86,14 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{path} has no generated section's markers; add a line {names} and its end marker")
     other: dict[str, tuple[str, str]] = {}
     scope: RunScope | None = None
-    if args.languages:
-        blocks = _language_blocks(wh)
-    else:  # a partial run is refused before anything is rendered
-        blocks, other, scope = _results_blocks(wh, args, path if args.write else None)
+    try:
+        if args.languages:
+            blocks = _language_blocks(wh)
+        else:  # a partial run is refused before anything is rendered
+            blocks, other, scope = _results_blocks(wh, args, path if args.write else None)
+    except duckdb.CatalogException as exc:  # read-only: a table the file lacks is not created here
+        raise ConfigError(f"{db} lacks a table this version reads ({str(exc).splitlines()[0]}); bring its schema "
+                          "up to date with any run of this version (e.g. `evalmislead run`), then retry") from None
     if path is None:
         print("\n".join(blocks[0].lines))
         return 0

@@ -165,6 +165,19 @@ def test_check_leaves_the_file_as_it_is_beside_a_run_holding_the_data_folder(
     assert (wh.path.read_bytes(), os.stat(wh.path).st_mtime_ns) != before
 
 
+def test_a_file_without_a_table_it_reads_is_one_line_and_left_as_it_is(
+        study: tuple[Warehouse, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wh, pack = study
+    wh.execute("DROP TABLE mutation_scores")
+    doc = tmp_path / "results.md"
+    doc.write_text(DOC)
+    before = wh.path.read_bytes()
+    assert main(_args(wh, pack, "--check", str(doc))) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "lacks a table this version reads" in err and "mutation_scores" in err
+    assert wh.path.read_bytes() == before
+
+
 def test_a_read_only_warehouse_refuses_to_write(study: tuple[Warehouse, Path]) -> None:
     wh, _ = study
     ro = Warehouse(wh.path, read_only=True)
