@@ -216,13 +216,18 @@ def _check(path: Path, text: str, present: list[Block], other: dict[str, tuple[s
                                                if len(diff) > DIFF_LINES else [])), file=sys.stderr)
     if skipped:
         print(f"evalmislead: skipped {'; '.join(skipped)}", file=sys.stderr)
-    if scope is not None and scope.partial and stale:
-        print(f"evalmislead: the stored run is partial ({scope.covers_line()}): its figures are not those of "
-              f"{scope.full_name}", file=sys.stderr)
     if stale:
-        again = " --partial" if scope is not None and scope.partial else ""
+        fix = f"run {stale[0].command} {path}"
+        if scope is not None and scope.partial:
+            from evalmislead_assets.report.run_scope import PARTIAL_MARK
+
+            if any(PARTIAL_MARK in results.current(text, b.begin, b.end) for b in stale):
+                fix += " --partial"  # a partial run's copy: rewrite it as one
+            else:  # the full run's copy: a partial run's figures never replace it
+                fix = (f"the stored run is partial ({scope.covers_line()}), its figures are not those of "
+                       f"{scope.full_name}: compare after a replay of the full study (bash scripts/run-study.sh)")
         print(f"evalmislead: the {', '.join(b.name for b in stale)} section(s) of {path} differ from what {db} gives "
-              f"now (diff above); run {stale[0].command} {path}{again}", file=sys.stderr)
+              f"now (diff above); {fix}", file=sys.stderr)
         return 1
     if not compared:
         print(f"evalmislead: nothing of {path} compared: the stored run has none of its sections", file=sys.stderr)

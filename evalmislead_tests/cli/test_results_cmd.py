@@ -187,15 +187,21 @@ def test_a_read_only_warehouse_refuses_to_write(study: tuple[Warehouse, Path]) -
     assert int(ro.query_df("SELECT count(*) AS n FROM test_generations")["n"].iloc[0]) == 4
 
 
-def test_write_refuses_a_partial_run_unless_labelled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture()
+def partial(tmp_path: Path) -> tuple[Warehouse, Path, Path, Path]:
     """The pack recorded six conditions on problems 1, 2 and 30; the rows hold two conditions on 1 and 30."""
     wh = Warehouse(tmp_path / "r.duckdb")
     store(wh)
-    full = [(c, p) for c in run_scope.CONDITION_NAMES for p in (1, 2, 30)]
-    pack = make_pack(tmp_path / "pack", full)
+    pack = make_pack(tmp_path / "pack", [(c, p) for c in run_scope.CONDITION_NAMES for p in (1, 2, 30)])
     doc, readme = tmp_path / "results.md", tmp_path / "README.md"
     doc.write_text(DOC)
     readme.write_text(SUMMARY)
+    return wh, pack, doc, readme
+
+
+def test_write_refuses_a_partial_run_naming_what_is_missing(partial: tuple[Warehouse, Path, Path, Path],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    wh, pack, doc, readme = partial
     for target in (doc, readme):
         assert main(_args(wh, pack, "--write", str(target))) == 2
         err = capsys.readouterr().err.strip()
@@ -203,6 +209,12 @@ def test_write_refuses_a_partial_run_unless_labelled(tmp_path: Path, capsys: pyt
         assert ("missing condition(s) model_spec, signature_only, human_docstring, buggy_code_with_docstring; "
                 "problem(s) 2 of buggy_code, fixed_code") in err and "--partial" in err
     assert doc.read_text() == DOC and readme.read_text() == SUMMARY  # nothing written
+
+
+@pytest.mark.slow
+def test_partial_writes_it_labelled_as_the_partial_run(partial: tuple[Warehouse, Path, Path, Path],
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    wh, pack, doc, readme = partial
     # --partial: written under a header naming what it covers, never the recorded run's provenance
     assert main(_args(wh, pack, "--write", str(readme), "--partial")) == 0
     assert "partial run: problems 1, 30 (2 of 3)" in capsys.readouterr().out
@@ -212,6 +224,14 @@ def test_write_refuses_a_partial_run_unless_labelled(tmp_path: Path, capsys: pyt
     assert "problems 1, 30 (2 of 3), conditions buggy_code, fixed_code (2 of 6)" in header
     assert "The recorded run of" not in block and "Not the recorded run of" in header
     assert main(_args(wh, pack, "--check", str(readme))) == 0
+    # the fix a stale copy is told: a partial copy is rewritten as one; the full run's is never replaced by it
+    readme.write_text(readme.read_text().replace("Pooled over tests", "Pooled over all tests"))
+    capsys.readouterr()
+    assert main(_args(wh, pack, "--check", str(readme))) == 1
+    assert f"run evalmislead results --write {readme} --partial" in capsys.readouterr().err
+    assert main(_args(wh, pack, "--check", str(doc))) == 1
+    err = capsys.readouterr().err
+    assert "compare after a replay of the full study" in err and "--partial" not in err
 
 
 def test_write_refuses_rows_of_another_run_even_labelled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
