@@ -141,7 +141,7 @@ def _results_blocks(wh: Warehouse, args: argparse.Namespace, write_to: Path | No
     if full:
         name = f"the recorded run of {manifest.get('model') if manifest else 'the pack'} ({len(full)} test generations)"
     else:
-        full, name = run_scope.design_cells(), "the full study (the six conditions on all 164 problems)"
+        full, name = run_scope.design_cells(), run_scope.DESIGN_NAME
     stored = wh.query_df(run_scope.STORED_SQL, [run_scope.PRIMARY])
     scope = run_scope.scope(full, stored.itertuples(index=False, name=None), name)
     if write_to is not None:

@@ -42,6 +42,9 @@ def recorded_cells(answers: Iterable[Mapping[str, Any]]) -> dict[Cell, str]:
             if a.get("asset") == "test_generations" and a.get("thinking") == PRIMARY and a.get("condition")}
 
 
+DESIGN_NAME = f"the full study ({len(CONDITION_NAMES)} conditions on all {N_PROBLEMS} problems)"
+
+
 def design_cells(conditions: Iterable[str] = CONDITION_NAMES, n_problems: int = N_PROBLEMS) -> frozenset[Cell]:
     """The protocol's full design: every condition on every problem."""
     return frozenset((c, p) for c in conditions for p in range(n_problems))

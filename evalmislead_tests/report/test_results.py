@@ -44,7 +44,7 @@ def test_section_from_rows_written_and_checked(tmp_path: Path, capsys: pytest.Ca
     # the README's first screen: the same command writes its own block from the same rows
     short = tmp_path / "SHORT.md"
     short.write_text(SUMMARY)
-    pack = make_pack(tmp_path / "pack2", stored_cells(wh))  # the run the rows hold now
+    pack = make_pack(tmp_path / "pack2", stored_cells(wh))  # the run the changed rows hold
     assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--write", str(short)]) == 0
     block = results.current(short.read_text(), readme_summary.BEGIN, readme_summary.END)
     assert results.BEGIN not in short.read_text() and "old text" not in block
