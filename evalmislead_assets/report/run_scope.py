@@ -97,7 +97,7 @@ class RunScope:
         return bool(self.missing)
 
     def missing_line(self) -> str:
-        """What the stored run lacks, e.g. 'conditions model_spec, signature_only; problems 2-163 of buggy_code,
+        """What the stored run lacks, e.g. 'condition(s) model_spec, signature_only; problem(s) 2-163 of buggy_code,
         fixed_code'."""
         absent = [c for c in self.full_conditions if c not in self.conditions]
         parts = [f"condition(s) {', '.join(absent)}"] if absent else []
