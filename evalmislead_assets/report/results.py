@@ -53,12 +53,14 @@ def _provenance(manifest: Mapping[str, Any] | None, props: Mapping[str, Mapping[
 
 
 def render(data: ReportData, plan: Plan, manifest: Mapping[str, Any] | None = None,
-           props: Mapping[str, Mapping[str, Any]] | None = None, misleading: list[str] | None = None) -> list[str]:
+           props: Mapping[str, Mapping[str, Any]] | None = None, misleading: list[str] | None = None,
+           header: str | None = None) -> list[str]:
     """The section's lines; ``misleading``: a misleading test of the run (``misleading_example``), shown after the
-    protocol's worked example (task 30)."""
+    protocol's worked example (task 30); ``header``: a line in place of the answers' provenance (a partial
+    run's, ``run_scope.RunScope.header``)."""
     rates, comp = data.condition_rates, data.bootstrap_comparisons
     lvl = level_label(plan.level)
-    out = [BEGIN, "", *_provenance(manifest, props), ""]
+    out = [BEGIN, "", *([header] if header else _provenance(manifest, props)), ""]
     if rates.empty or not (rates["thinking"] == PRIMARY).any():
         return out + ["_No thinking-off rates are stored: run the study first._", "", END]
     out += [f"**Rates per condition** (thinking off; {lvl} cluster-adjusted Wilson intervals; a rate is a cell count "
@@ -73,10 +75,9 @@ def render(data: ReportData, plan: Plan, manifest: Mapping[str, Any] | None = No
             "**Worked example:**", "", *example_section(data), ""]
     if misleading:
         out += ["**A misleading test from this run:**", "", *misleading, ""]
-    for section in section_list.sections():
-        if any(word.lower() in section.title.lower() for word in EXTRA_SECTIONS):
-            frames = {t: _primary(data.extra.get(t, pd.DataFrame())) for t in section.tables}
-            out += [f"**{section.title}:**", "", *readme_safe(section.render(frames)), ""]
+    for section in extra_sections():
+        frames = {t: _primary(data.extra.get(t, pd.DataFrame())) for t in section.tables}
+        out += [f"**{section.title}:**", "", *readme_safe(section.render(frames)), ""]
     out += ["**What one 1.5B model can and cannot tell.** These figures describe one small model, quantised, on "
             "HumanEvalPack's Python problems with their planted bugs, one answer per problem at temperature 0. A "
             "comparison whose interval excludes 0 says this model behaves differently under the two prompts on "
@@ -84,6 +85,49 @@ def render(data: ReportData, plan: Plan, manifest: Mapping[str, Any] | None = No
             "only), and a single draw per problem moves with run-to-run noise (the determinism probe in the "
             "report measures how much).", "", END]
     return out
+
+
+def extra_sections() -> list[section_list.Section]:
+    """The report sections the Results show after the core ones, in report order."""
+    return [s for s in section_list.sections() if any(w.lower() in s.title.lower() for w in EXTRA_SECTIONS)]
+
+
+# the first line of each core part of the Results (a prefix); each extra section starts with `**{title}:**`
+CORE_PARTS = {
+    "**Rates per condition**": "Rates per condition", "**The four primary comparisons**": "Primary comparisons",
+    "**Truncations and unimportable files:**": "Truncations", "**Spec labels:**": "Spec labels",
+    "**Worked example:**": "Worked example", "**A misleading test from this run:**": "Misleading test",
+    "**What one 1.5B model": "What one model can tell",
+}
+
+
+def split_parts(text: str) -> list[tuple[str, list[str]]]:
+    """The Results block's lines cut into its parts, in order: (name, lines); the lines before the first
+    part (the markers' line and the provenance) are the part "Provenance"."""
+    extra = {f"**{s.title}:**": s.title for s in section_list.sections()}
+    parts: list[tuple[str, list[str]]] = [("Provenance", [])]
+    for line in text.splitlines():
+        name = extra.get(line.strip()) or next((v for k, v in CORE_PARTS.items() if line.startswith(k)), None)
+        if name is not None:
+            parts.append((name, []))
+        parts[-1][1].append(line)
+    return parts
+
+
+def absent_parts(data: ReportData) -> dict[str, str]:
+    """The extra sections the stored run has no rows for (thinking off), each with why: its own table (the
+    first it reads) is empty, e.g. a run without `--mutation` has no ``mutation_scores``."""
+    out = {}
+    for s in extra_sections():
+        own = s.tables[0]
+        if _primary(data.extra.get(own, pd.DataFrame())).empty:
+            out[s.title] = f"the stored run has no {own} rows"
+    return out
+
+
+def without(text: str, names: set[str]) -> list[str]:
+    """``text``'s lines without the parts named in ``names``."""
+    return [line for name, lines in split_parts(text) if name not in names for line in lines]
 
 
 def misleading_example(query: Callable[[str, list[Any]], pd.DataFrame]) -> list[str]:

@@ -47,7 +47,7 @@ from evalmislead_assets.store.text_repair import Repair, sanitise_frame, sanitis
 
 __all__ = [
     "IDENTITIES", "StorageCorrupt", "StorageDiskFull", "StorageError", "StorageFileGone", "StorageFileReplaced",
-    "StorageLockTimeout",
+    "ReadOnlyWarehouse", "StorageLockTimeout",
     "StudyConnection", "Warehouse", "ensure_schema", "record_repairs",
 ]
 
@@ -75,6 +75,10 @@ def _is_config_clash(exc: BaseException) -> bool:
     return any(m in str(exc) for m in _CONFIG_MARKERS)
 
 
+class ReadOnlyWarehouse(RuntimeError):
+    """A write through a Warehouse opened with ``read_only=True``."""
+
+
 class Warehouse:
     """One DuckDB file; every method opens, works and closes.
 
@@ -86,11 +90,17 @@ class Warehouse:
     def __init__(
         self, path: str | os.PathLike[str], lock_timeout_s: float = 1800.0, lock_report_every_s: float = 30.0,
         report: Callable[[str], None] | None = None, extra_config: Mapping[str, Any] | None = None,
+        read_only: bool = False,
     ) -> None:
         """``extra_config``: more DuckDB settings for every connection (e.g. `sql_readonly.SANDBOX_CONFIG`);
-        such a connection is never swapped for this process's read-write one."""
+        such a connection is never swapped for this process's read-write one.
+
+        ``read_only``: every connection is opened read-only and nothing else: no schema update, no format
+        migration, never this process's read-write instance, and a write raises ``ReadOnlyWarehouse``; the
+        file's bytes stay as they are (a reader beside a run, e.g. `evalmislead results --check`)."""
         self.path = Path(path).expanduser().resolve()
         self.extra_config = dict(extra_config or {})
+        self.read_only = read_only
         self.lock_timeout_s = lock_timeout_s
         self.lock_report_every_s = lock_report_every_s
         self.report = report  # where lock-wait and migration lines go (default: stderr)
@@ -112,7 +122,7 @@ class Warehouse:
                 return duckdb.connect(str(self.path), read_only=read_only,
                                       config={**file_format.connect_config(), **self.extra_config}), read_only
             except duckdb.Error as exc:
-                if read_only and not self.extra_config and _is_config_clash(exc):
+                if read_only and not self.extra_config and not self.read_only and _is_config_clash(exc):
                     # this process holds the file read-write already (and so the lock): reading
                     # through that database instance waits on nobody
                     read_only = False
@@ -154,6 +164,8 @@ class Warehouse:
 
     @contextlib.contextmanager
     def connect(self, read_only: bool = False) -> Iterator[StudyConnection]:
+        if self.read_only and not read_only:
+            raise ReadOnlyWarehouse(f"{self.path} was opened read-only: this command writes nothing to it")
         IDENTITIES.check_exists(self.path)
         if read_only and not self.path.exists():
             raise FileNotFoundError(f"no DuckDB file at {self.path}; materialize an asset first or set EVALMISLEAD_DB")
@@ -221,6 +233,10 @@ class Warehouse:
         by hand) falls back to one read-write connection that recreates it. A file deleted or replaced
         since stops with ``StorageFileGone`` / ``StorageFileReplaced`` (see ``connect``).
         """
+        if self.read_only:  # the file as it is: a table it lacks fails the query that reads it
+            with self.connect(read_only=True) as con:
+                yield con
+            return
         self.ensure_schema()
         with self.connect(read_only=True) as con:
             if _table_exists(con, "test_outcomes"):

@@ -15,6 +15,7 @@ import duckdb
 import pytest
 
 from evalmislead_assets import settings
+from evalmislead_assets.report import results
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,6 +75,21 @@ def test_recorded_answers_replay_without_requests(tmp_path: Path) -> None:
     assert "Mutation score: not run in this replay" in proc.stdout and "--mutation" in proc.stdout
     assert "Live sample (determinism probe, cache bypassed): 1 stored requests re-sent" in proc.stdout
     con.close()
+
+    # the generated results from this replay: its rows are the pack's recorded run (same cells, same requests),
+    # so --write takes them; --check matches on the parts the replay ran and names the mutation part it skipped
+    doc = tmp_path / "results.md"
+    doc.write_text(f"{results.BEGIN}\n{results.END}\n")
+    db = ["results", "--db", str(home / "evalmislead.duckdb"), "--pack", str(pack)]
+    wrote = subprocess.run([sys.executable, "-m", "evalmislead_assets.cli", *db, "--write", str(doc)], env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert wrote.returncode == 0, wrote.stderr[-2000:]
+    db_bytes = (home / "evalmislead.duckdb").read_bytes()
+    checked = subprocess.run([sys.executable, "-m", "evalmislead_assets.cli", *db, "--check", str(doc)], env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert checked.returncode == 0 and "match" in checked.stdout, checked.stderr[-2000:]
+    assert "Mutation score (the stored run has no mutation_scores rows)" in checked.stderr
+    assert (home / "evalmislead.duckdb").read_bytes() == db_bytes
 
     # again: the import changes nothing, no step runs (each is fresh and made with the same settings), no request
     # is sent and no stored row changes

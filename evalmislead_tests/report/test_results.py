@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from evalmislead_assets.cli import main
 from evalmislead_assets.report import readme_summary, results
 from evalmislead_assets.store.database import Warehouse
+from evalmislead_tests.cli.test_results_cmd import make_pack, stored_cells
 from evalmislead_tests.report.test_report import store
 
 README = f"# x\n\nbefore\n\n{results.BEGIN}\nold text\n{results.END}\n\nafter\n"
@@ -20,13 +20,7 @@ SUMMARY = f"# x\n\n{readme_summary.BEGIN}\nold text\n{readme_summary.END}\n\naft
 def test_section_from_rows_written_and_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wh = Warehouse(tmp_path / "r.duckdb")
     store(wh)
-    pack = tmp_path / "pack"
-    pack.mkdir()
-    (pack / "manifest.json").write_text(json.dumps({
-        "format": 1, "model": "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M", "answers": 12, "slots": 1, "seed": 1234,
-        "max_tokens_off": 2048, "model_file_sha256": "cc324af070c2ecbf", "git_commit": "abc",
-        "shards": [{"first_created_at": "2026-12-04T17:00", "last_created_at": "2026-12-06T09:00"}]}))
-    (pack / "server_props.json").write_text(json.dumps({"p": {"build_info": "b11434-test"}}))
+    pack = make_pack(tmp_path / "pack", stored_cells(wh))  # the recorded run: exactly the stored cells
     readme = tmp_path / "README.md"
     readme.write_text(README)
     assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--check", str(readme)]) == 1
@@ -50,6 +44,7 @@ def test_section_from_rows_written_and_checked(tmp_path: Path, capsys: pytest.Ca
     # the README's first screen: the same command writes its own block from the same rows
     short = tmp_path / "SHORT.md"
     short.write_text(SUMMARY)
+    pack = make_pack(tmp_path / "pack2", stored_cells(wh))  # the run the changed rows hold
     assert main(["results", "--db", str(wh.path), "--pack", str(pack), "--write", str(short)]) == 0
     block = results.current(short.read_text(), readme_summary.BEGIN, readme_summary.END)
     assert results.BEGIN not in short.read_text() and "old text" not in block
