@@ -2,10 +2,11 @@
 
 The code location is the one in workspace.yaml (the UI's and the daemon's), served by a code server this
 process starts. A run is created from the location's asset job for the step's asset selection, with the
-partition's own tags (Dagster's, as the UI sets them) and the run's tags, then handed to the instance: to its
-run queue when a dagster-daemon serves this DAGSTER_HOME (the queue's limits apply, and the daemon launches it),
-else straight to its run launcher (dagster.yaml's ``run_launcher``). Either way the run executes in its own
+partition's own tags (Dagster's, as the UI sets them) and the run's tags, then handed to the instance's run
+launcher (dagster.yaml's ``run_launcher``). The run executes in its own
 run worker, so a run launcher that starts workers elsewhere takes `evalmislead run`'s runs there too.
+The queue is not used: its one-run-per-partition limit could hold this command's step behind a run of the same
+partition that waits for this command's lock.
 
 This process follows the run in the instance's event log and run storage until it ends; a stop signal
 asks the run launcher to terminate the run and waits for it to end.
@@ -73,7 +74,9 @@ class InstanceRuns:
             text = getattr(error, "message", str(error)).strip().splitlines()
             raise ConfigError(f"the code location {self.location_name} of {self.workspace} does not load: "
                               f"{text[-1] if text else error}")
-        self.queued = self.daemon_serves_queue()
+        # straight to the run launcher, never through the queue: a queued step of this command could wait behind
+        # a run of its own partition that waits, in turn, for this command's lock (the queue's per-partition limit)
+        self.queued = False
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -198,7 +201,14 @@ class InstanceRuns:
     def materialize(self, keys: Sequence["AssetKey"], partition: str | None, tags: Mapping[str, str],
                     run_config: Mapping[str, Any], stop_requested: Callable[[], bool]) -> Finished:
         run_id = self.create(keys, partition, tags, run_config)
-        self.start(run_id)
+        try:
+            self.start(run_id)
+        except Exception as exc:  # the launcher refused or failed to start it: the run's own failure, one line
+            run = self.instance.get_run_by_id(run_id)
+            if run is not None and not run.is_finished:
+                self.instance.report_run_failed(run, f"the run launcher could not start the run: {exc}")
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            return Finished(run_id, False, "FAILURE", f"the run launcher could not start the run: {first}")
         return self.wait(run_id, stop_requested)
 
 
