@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from dagster import AssetKey, DagsterInstance
 
 ASSET_JOB = "__ASSET_JOB"
-QUEUE_DAEMON = "QUEUED_RUN_COORDINATOR"
 POLL_S = 0.5
 STOP_WAIT_S = 30.0  # after a stop signal: how long the run launcher's termination may take
 
@@ -53,7 +52,6 @@ class InstanceRuns:
         self.workspace = workspace or settings.PROJECT_ROOT / "workspace.yaml"
         self.log_level = log_level
         self._process: Any = None
-        self.queued = False
         self._plans: dict[tuple[frozenset[Any], str], tuple[Any, Any]] = {}
 
     def __enter__(self) -> "InstanceRuns":
@@ -74,9 +72,6 @@ class InstanceRuns:
             text = getattr(error, "message", str(error)).strip().splitlines()
             raise ConfigError(f"the code location {self.location_name} of {self.workspace} does not load: "
                               f"{text[-1] if text else error}")
-        # straight to the run launcher, never through the queue: a queued step of this command could wait behind
-        # a run of its own partition that waits, in turn, for this command's lock (the queue's per-partition limit)
-        self.queued = False
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -84,20 +79,9 @@ class InstanceRuns:
             self._process.__exit__(None, None, None)
             self._process = None
 
-    def daemon_serves_queue(self) -> bool:
-        """A dagster-daemon of this DAGSTER_HOME dequeues runs (its queue heartbeat is recent and healthy)."""
-        try:
-            status = self.instance.get_daemon_statuses([QUEUE_DAEMON]).get(QUEUE_DAEMON)
-        except Exception:  # a storage without daemon heartbeats: no daemon we can rely on
-            return False
-        return bool(status is not None and status.healthy)
-
     def route(self) -> str:
         """How the runs start, for the run's header."""
-        launcher = type(self.instance.run_launcher).__name__
-        if self.queued:
-            return f"queued in DAGSTER_HOME's run queue (a dagster-daemon serves it; launcher {launcher})"
-        return f"launched by DAGSTER_HOME's run launcher {launcher} (no dagster-daemon serves the run queue)"
+        return f"launched by DAGSTER_HOME's run launcher {type(self.instance.run_launcher).__name__}"
 
     def create(self, keys: Sequence["AssetKey"], partition: str | None, tags: Mapping[str, str],
                run_config: Mapping[str, Any]) -> str:
@@ -137,12 +121,8 @@ class InstanceRuns:
         return run.run_id
 
     def start(self, run_id: str) -> None:
-        """Hand the run to the queue (a daemon serves it) or to the run launcher."""
-        context = self._process.create_request_context()
-        if self.queued:
-            self.instance.submit_run(run_id, context)
-        else:
-            self.instance.launch_run(run_id, context)
+        """Hand the run to the run launcher (never the queue: see the module's docstring)."""
+        self.instance.launch_run(run_id, self._process.create_request_context())
 
     def wait(self, run_id: str, stop_requested: Callable[[], bool]) -> Finished:
         """Follow the run until it ends. A stop (``stop_requested``, or a signal handler's exception while this
