@@ -139,9 +139,11 @@ def build_plan(asset_graph: Any, models: Sequence[str], languages: Sequence[str]
         raise ValueError(f"assets of model(s) {', '.join(unknown)} that the study does not name")
     if inputs:
         plan.steps.append(Step(ordered(inputs), stage=INPUTS))
+    handled: set[AssetKey] = set(inputs)
     for model in models:
         for language in languages:
             mine = [k for k in chosen if model_of[k] == model and (language_of[k] or "python") == language]
+            handled.update(mine)
             by_pdef: dict[Any, list[AssetKey]] = {}
             for key in mine:
                 by_pdef.setdefault(chosen[key].partitions_def, []).append(key)
@@ -153,7 +155,8 @@ def build_plan(asset_graph: Any, models: Sequence[str], languages: Sequence[str]
                         plan.steps.append(Step(ordered(keys), pkey, model, language, CHAIN))
             if by_pdef.get(None):
                 plan.steps.append(Step(ordered(by_pdef[None]), None, model, language, ANALYSIS))
-    planned = {k for s in plan.steps for k in s.keys}
+    # a model's asset with no partition asked for (no condition chosen) is handled, not left over
+    planned = handled | {k for s in plan.steps for k in s.keys}
     rest = [k for k in chosen if k not in planned]
     if rest:
         partitioned_rest = [k.to_user_string() for k in rest if chosen[k].partitions_def is not None]

@@ -28,6 +28,8 @@ CHROMIUM_ARGS = [
     "--disable-sync", "--no-first-run", "--disable-quic",
 ]
 TIMEOUT_MS = 60_000  # first page loads compile the UI's GraphQL queries on a busy 2-core machine
+# pages are awaited by what they show, not by network quiet (the UI polls the instance while a page is open)
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.fixture(scope="session")
@@ -66,20 +68,20 @@ def test_asset_graph_partition_grid_and_report_plot(study: Study, page: Page, ar
     url = study.services.url
 
     # the global asset graph, with its asset groups
-    page.goto(f"{url}/asset-groups", wait_until="networkidle")
+    page.goto(f"{url}/asset-groups", wait_until="load")
     for group in ["problems", "generation", "analysis"]:
         expect(page.get_by_text(group, exact=True).first).to_be_visible()
     page.screenshot(path=str(artifacts / "01-asset-graph.png"))
 
     # the lineage of the partitioned chain
-    page.goto(f"{url}/assets/test_generations?view=lineage", wait_until="networkidle")
+    page.goto(f"{url}/assets/test_generations?view=lineage", wait_until="load")
     for asset in ["model_specs", "test_generations", "generated_tests"]:
         expect(page.get_by_text(asset, exact=True).first).to_be_visible()
     page.screenshot(path=str(artifacts / "02-chain-lineage.png"))
 
     # condition x thinking partitions: both dimensions listed, counts as the instance has them
     done = _materialized(study, "test_generations")
-    page.goto(f"{url}/assets/test_generations?view=partitions", wait_until="networkidle")
+    page.goto(f"{url}/assets/test_generations?view=partitions", wait_until="load")
     expect(page.get_by_text(f"Materialized ({len(done)})")).to_be_visible()
     expect(page.get_by_text(f"Missing ({12 - len(done)})")).to_be_visible()
     for value in [*CONDITION_NAMES[:-1], "off", "on"]:  # the last condition's name is cut with an ellipsis
@@ -113,7 +115,7 @@ def test_asset_graph_partition_grid_and_report_plot(study: Study, page: Page, ar
     page.screenshot(path=str(artifacts / "05-partition-buggy_code-off.png"))
 
     # the report (a Markdown metadata entry) and its plots, embedded as data: PNGs
-    page.goto(f"{url}/assets/study_report", wait_until="networkidle")
+    page.goto(f"{url}/assets/study_report", wait_until="load")
     expect(page.get_by_text("plan_sha256", exact=True)).to_be_visible()
     page.screenshot(path=str(artifacts / "06-study-report.png"))
     page.get_by_text("[Show Markdown]").first.click()
@@ -127,14 +129,14 @@ def test_asset_graph_partition_grid_and_report_plot(study: Study, page: Page, ar
 
     # asset health: the outcome checks and their latest results
     page.keyboard.press("Escape")
-    page.goto(f"{url}/assets/test_outcomes?view=checks", wait_until="networkidle")
+    page.goto(f"{url}/assets/test_outcomes?view=checks", wait_until="load")
     for check in ["every_test_in_one_cell", "outcomes_for_every_answer", "truncation_counts_consistent"]:
         expect(page.get_by_text(check, exact=True).first).to_be_visible()
     page.screenshot(path=str(artifacts / "08-test-outcomes-checks.png"))
 
     # route 1 for the whole chain: filter the lineage to it, materialize, pick thinking 'on' for the root
     chain = "key:model_specs or key:test_generations or key:generated_tests or key:test_outcomes"
-    page.goto(f"{url}/asset-groups", wait_until="networkidle")
+    page.goto(f"{url}/asset-groups", wait_until="load")
     page.locator(".CodeMirror").first.click()
     page.keyboard.type(chain)
     page.keyboard.press("Enter")

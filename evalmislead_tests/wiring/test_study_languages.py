@@ -111,7 +111,7 @@ def test_the_chain_jobs_select_every_languages_chain(tmp_path: Path, monkeypatch
         defs = build(study_models.study())
         job = defs.resolve_job_def("generation_chain_job")
         keys = {k.to_user_string() for k in job.asset_layer.selected_asset_keys}
-        assert keys == {"test_generations", "generated_tests", "test_outcomes", "js/test_generations",
+        assert keys == {"test_generations", "generated_tests", "test_outcomes", "test_coverage", "js/test_generations",
                         "js/generated_tests", "js/test_outcomes"}
 
 
