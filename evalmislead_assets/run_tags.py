@@ -14,21 +14,17 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from evalmislead_assets.variables import NOT_ROW_SETTINGS
+
 SETTINGS_TAG = "evalmislead/settings_sha256"
 STUDY_TAG = "evalmislead/study_sha256"
-
-# variables that say where files live or how the console looks, or pin the study text that is fingerprinted
-# itself: they do not change a row
-_NOT_SETTINGS = {"EVALMISLEAD_WEBSERVER_URL", "EVALMISLEAD_CACHE", "EVALMISLEAD_ARTIFACTS",
-                 "EVALMISLEAD_TEST_WORKERS", "EVALMISLEAD_BOOTSTRAP_MODELS", "EVALMISLEAD_PYTHON",
-                 "EVALMISLEAD_STUDY_SHA256"}
 
 
 def settings_fingerprint(study_text: str, extra: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:
     """sha256 of what decides a run's rows besides Dagster's code and data versions: the study file's text, the
     EVALMISLEAD_* values in effect and the run's own choices (``extra``)."""
     env = os.environ if environ is None else environ
-    values = {k: v for k, v in env.items() if k.startswith("EVALMISLEAD_") and k not in _NOT_SETTINGS}
+    values = {k: v for k, v in env.items() if k.startswith("EVALMISLEAD_") and k not in NOT_ROW_SETTINGS}
     blob = json.dumps({"study": study_text, "env": values, "run": dict(extra)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
