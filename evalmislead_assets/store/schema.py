@@ -77,6 +77,8 @@ _ANSWER_META = (
     ("total_slots", "INTEGER", "the server's parallel slots, from /props"),
     ("cache_prompt", "BOOLEAN", "the request's prompt-cache flag"),
     ("build_info", "VARCHAR", "the server's build, from /props"),
+    ("thinking_off", "VARCHAR", "how the thinking-off request switched thinking off: template, prefill or budget0 "
+                                "(study.toml thinking_off); NULL: thinking on, or no request"),
 )
 
 _SPECS: tuple[Table, ...] = (
