@@ -219,13 +219,21 @@ def _metadata(results: list[ChatResult], stats: BatchStats, template_sha: str, m
     }
 
 
-def thinking_check(asset_key: AssetKey | str, thinking: str, results: list[ChatResult]) -> AssetCheckResult:
+_OFF_HOW = {"template": "enable_thinking=false", "prefill": "the assistant prefill",
+            "budget0": "a reasoning budget of 0"}
+
+
+def thinking_check(asset_key: AssetKey | str, thinking: str, results: list[ChatResult],
+                   thinking_off: str = DEFAULT_THINKING_OFF) -> AssetCheckResult:
+    """``thinking_off``: the mechanism the thinking-off requests used (named in a failure, with where to choose
+    another)."""
     answered = [r for r in results if not r.error]
     with_reasoning = sum(1 for r in answered if r.reasoning_present)
     if thinking == "off":
         passed = with_reasoning == 0
         text = (f"{with_reasoning} of {len(answered)} thinking-off answers carry reasoning: "
-                "the server did not honour enable_thinking=false")
+                f"the server did not honour {_OFF_HOW.get(thinking_off, thinking_off)} (thinking_off = "
+                f"\"{thinking_off}\"); docs/own-model.md says which mechanism suits the model's family")
     else:
         passed = with_reasoning > 0
         text = (f"{with_reasoning} of {len(answered)} thinking-on answers carry reasoning"
@@ -318,7 +326,8 @@ def spec_partition(
     if thinking == "off":  # the mechanism that switched thinking off (also each row's thinking_off)
         metadata["thinking_off"] = model_of(context).thinking_off
     return MaterializeResult(value=df, metadata=metadata,
-                             check_results=[thinking_check(context.asset_key, thinking, results)],
+                             check_results=[thinking_check(context.asset_key, thinking, results,
+                                                           model_of(context).thinking_off)],
                              data_version=answers_version(context, wh, "model_specs", None, thinking, df))
 
 
@@ -418,5 +427,6 @@ def generation_partition(
     if thinking == "off":
         metadata["thinking_off"] = model_of(context).thinking_off
     return MaterializeResult(value=df, metadata=metadata,
-                             check_results=[thinking_check(context.asset_key, thinking, results)],
+                             check_results=[thinking_check(context.asset_key, thinking, results,
+                                                           model_of(context).thinking_off)],
                              data_version=answers_version(context, wh, "test_generations", condition, thinking, df))

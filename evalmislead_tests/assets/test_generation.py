@@ -369,3 +369,20 @@ def test_thinking_off_mechanism_is_sent_named_per_row_and_never_pooled(seeded_wa
     rows = wh.read_table("model_specs", order_by="problem_idx")
     assert set(rows["thinking_off"]) == {"template"}
     assert not set(rows["cache_key"]) & set(prefill_rows["cache_key"])
+
+
+def test_a_failed_thinking_check_names_the_mechanism_that_did_not_hold() -> None:
+    from evalmislead_assets.llm.types import ChatResult
+
+    def result(reasoning: str | None) -> ChatResult:
+        return ChatResult(request_json="{}", cache_key="k", text="t", reasoning=reasoning,
+                          reasoning_present=bool(reasoning), finish_reason="stop", prompt_tokens=1,
+                          completion_tokens=1, latency_s=0.1, server_url="u", server_props_sha256=None, model="m",
+                          from_cache=False, error=None)
+
+    failed = generation.thinking_check("a", "off", [result("hmm"), result(None)], "prefill")
+    assert not failed.passed and failed.description.startswith("1 of 2 thinking-off answers carry reasoning")
+    assert 'the assistant prefill (thinking_off = "prefill")' in failed.description
+    default = generation.thinking_check("a", "off", [result("hmm")])
+    assert 'enable_thinking=false (thinking_off = "template")' in default.description
+    assert generation.thinking_check("a", "off", [result(None)], "budget0").passed
