@@ -250,7 +250,8 @@ def test_every_answer_records_the_servers_determinism_settings(seeded_warehouse,
         assert all(json.loads(b)["cache_prompt"] is False for b in rows["request_json"])
         # the new columns come last, after the ones old DuckDB files already have
         columns = wh.query_df(f"SELECT * FROM {table} LIMIT 0").columns.tolist()
-        assert columns[-5:] == ["total_slots", "cache_prompt", "build_info", "model_name", "language"]
+        assert columns[-6:] == ["total_slots", "cache_prompt", "build_info", "model_name", "language", "thinking_off"]
+        assert set(rows["thinking_off"]) == {"template"}
 
 
 @pytest.mark.slow
