@@ -25,6 +25,7 @@ from evalmislead_assets.store.hashing import sha256_text
 from evalmislead_assets.study.models import THINKING_OFF
 
 R1_STYLE_TEMPLATE = Path(__file__).resolve().parents[1] / "data" / "r1_style_chat_template.jinja"
+QWEN_STYLE_TEMPLATE = Path(__file__).resolve().parents[1] / "data" / "qwen3_style_chat_template.jinja"
 PROMPT = [{"role": "user", "content": "Write one pytest test for add(a, b)."}]
 
 
@@ -76,16 +77,25 @@ def test_an_unknown_mechanism_is_refused() -> None:
         build_body(_req(), "m", 1234, thinking_off="off")
 
 
-@pytest.fixture(scope="module")
-def r1_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real llama-server (the 135M SmolLM2, one slot, one thread) with the R1-style template."""
-    log = tmp_path_factory.mktemp("r1-server") / "server.log"
+def _server(tmp_path_factory: pytest.TempPathFactory, template: Path) -> Iterator[str]:
+    """A real llama-server (the 135M SmolLM2, one slot, one thread) with ``template`` as its chat template."""
+    log = tmp_path_factory.mktemp("template-server") / "server.log"
     server = EmbeddedServer(parallel=1, ctx_per_slot=1024, threads=1, log_path=log, model=smollm2_model(),
-                            extra_args=["--chat-template-file", str(R1_STYLE_TEMPLATE)]).start()
+                            extra_args=["--chat-template-file", str(template)]).start()
     try:
         yield server.url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def r1_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from _server(tmp_path_factory, R1_STYLE_TEMPLATE)
+
+
+@pytest.fixture
+def qwen_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from _server(tmp_path_factory, QWEN_STYLE_TEMPLATE)
 
 
 def _post(url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -94,22 +104,23 @@ def _post(url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
     return dict(response.json())
 
 
-def test_the_server_renders_the_prefill_where_the_template_flag_changes_nothing(r1_server: str) -> None:
-    """/apply-template renders each body as the server would prompt the model: under an R1-style template the
-    template mechanism's off prompt is the on prompt byte for byte, its think block left open; the prefill's prompt
-    differs, closes the think block and ends with the prefill."""
-    def rendered(thinking: str, mechanism: str) -> str:
-        return str(_post(r1_server, "/apply-template",
-                         build_body(_req(thinking), "m", 1234, thinking_off=mechanism))["prompt"])
+def _rendered(url: str, thinking: str, mechanism: str) -> str:
+    """The prompt the server would give the model for the body (its /apply-template endpoint)."""
+    return str(_post(url, "/apply-template", build_body(_req(thinking), "m", 1234, thinking_off=mechanism))["prompt"])
 
-    template_off, template_on = rendered("off", "template"), rendered("on", "template")
-    prefill_off = rendered("off", "prefill")
+
+def test_the_server_renders_the_prefill_where_the_template_flag_changes_nothing(r1_server: str) -> None:
+    """Under an R1-style template the template mechanism's off prompt is the on prompt byte for byte, its think
+    block left open; the prefill's prompt differs, closes the think block and ends with the prefill."""
+    template_off, template_on = _rendered(r1_server, "off", "template"), _rendered(r1_server, "on", "template")
+    prefill_off = _rendered(r1_server, "off", "prefill")
     assert template_off == template_on and template_off.endswith("<think>\n")
     assert prefill_off != template_off and prefill_off.endswith(PREFILL_MESSAGE["content"])
     assert "</think>" in prefill_off.rsplit("<think>", 1)[1]
     assert PROMPT[0]["content"] in prefill_off
 
 
+@pytest.mark.slow
 def test_the_prefill_answer_carries_no_reasoning_where_the_template_ones_does(r1_server: str) -> None:
     """What the thinking_mode_respected check reads: the template mechanism's off answer comes back as reasoning
     (the check would fail), the prefill's as the answer."""
@@ -122,3 +133,12 @@ def test_the_prefill_answer_carries_no_reasoning_where_the_template_ones_does(r1
     template, prefill = answer("template"), answer("prefill")
     assert template.reasoning_present and not template.text.strip()
     assert not prefill.reasoning_present and prefill.text.strip()
+
+
+def test_a_qwen3_style_template_closes_the_think_block_from_the_flag_alone(qwen_server: str) -> None:
+    """Where the template reads enable_thinking, "template" is enough: its off prompt differs from the on prompt by
+    an empty, closed think block (the prefill only adds its newline after it)."""
+    template_off, template_on = _rendered(qwen_server, "off", "template"), _rendered(qwen_server, "on", "template")
+    assert template_off != template_on and template_off.endswith("<think>\n\n</think>\n\n")
+    assert "<think>" not in template_on
+    assert _rendered(qwen_server, "off", "prefill") == template_off + PREFILL_MESSAGE["content"]
