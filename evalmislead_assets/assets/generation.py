@@ -35,7 +35,7 @@ from evalmislead_assets.store.database import Warehouse
 from evalmislead_assets.store.hashing import rows_sha256
 from evalmislead_assets.store.text_repair import text_column  # answers may hold lone surrogates (escaped on write)
 from evalmislead_assets.study.conditions import empty_spec_error
-from evalmislead_assets.study.models import ModelSpec, StudyError
+from evalmislead_assets.study.models import DEFAULT_THINKING_OFF, ModelSpec, StudyError
 from evalmislead_assets.study.problems import problem_ranges
 
 THINKING_CHECK = "thinking_mode_respected"
@@ -89,7 +89,9 @@ def _requests(
     ]
 
 
-def _rows(problems: pd.DataFrame, rendered: list[prompts.Rendered], results: list[ChatResult]) -> pd.DataFrame:
+def _rows(problems: pd.DataFrame, rendered: list[prompts.Rendered], results: list[ChatResult],
+          thinking_off: Optional[str] = None) -> pd.DataFrame:
+    """The answers' rows; ``thinking_off``: the mechanism of a thinking-off partition's requests (None: thinking on)."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     return pd.DataFrame({
         "task_id": problems["task_id"].tolist(),
@@ -114,6 +116,7 @@ def _rows(problems: pd.DataFrame, rendered: list[prompts.Rendered], results: lis
         "total_slots": pd.array([r.total_slots for r in results], dtype="Int32"),
         "cache_prompt": pd.array([r.cache_prompt for r in results], dtype="boolean"),
         "build_info": [r.build_info for r in results],
+        "thinking_off": [thinking_off] * len(results),
     })
 
 
@@ -164,6 +167,34 @@ def answers_version(context: AssetExecutionContext, wh: Warehouse, table: str, c
     return DataVersion(rows_sha256(pd.concat([kept, df], ignore_index=True), VERSION_COLUMNS))
 
 
+def mechanism_clash(context: AssetExecutionContext, wh: Warehouse, table: str, condition: Optional[str],
+                    thinking_off: str, asked: list[int]) -> Optional[str]:
+    """One line when the model (in this language) holds thinking-off answers made with another mechanism than
+    ``thinking_off`` that this run does not replace: its rates and comparisons would pool two mechanisms. A row
+    from before the setting existed was made with "template"; rows without a request (an empty spec) count not."""
+    where, params = model_sql(context)
+    parts = [f"SELECT '{t}' AS asset, {'condition' if t == 'test_generations' else 'NULL'} AS condition, problem_idx, "
+             f"coalesce(thinking_off, '{DEFAULT_THINKING_OFF}') AS mechanism FROM {t} "
+             f"WHERE thinking = 'off' AND request_json IS NOT NULL AND {where}"
+             for t in ("model_specs", "test_generations")]
+    try:
+        other = wh.query_df(
+            f"SELECT asset, condition, mechanism, count(*) AS n FROM ({' UNION ALL '.join(parts)}) "
+            "WHERE mechanism <> ? AND NOT (asset = ? AND coalesce(condition, '') = ? AND list_contains(?, problem_idx)) "
+            "GROUP BY ALL ORDER BY n DESC, asset, condition",
+            [*params, *params, thinking_off, table, condition or "", [int(i) for i in asked]])
+    except Exception:  # a fresh file: nothing stored
+        return None
+    if other.empty:
+        return None
+    first = other.iloc[0]
+    label = f"{first['asset']}[{first['condition'] + '|' if isinstance(first['condition'], str) else ''}off]"
+    return (f"{model_of(context).name} sends thinking-off requests with thinking_off = \"{thinking_off}\" but holds "
+            f"{int(other['n'].sum())} thinking-off answers made with \"{first['mechanism']}\" (first: {label}); "
+            "results of two mechanisms are never pooled: give this setting its own model name in the study file, "
+            "or set thinking_off back")
+
+
 def _metadata(results: list[ChatResult], stats: BatchStats, template_sha: str, max_tokens: int,
               problems: pd.DataFrame | None = None) -> dict[str, Any]:
     answered = [r for r in results if not r.error]
@@ -188,13 +219,21 @@ def _metadata(results: list[ChatResult], stats: BatchStats, template_sha: str, m
     }
 
 
-def thinking_check(asset_key: AssetKey | str, thinking: str, results: list[ChatResult]) -> AssetCheckResult:
+_OFF_HOW = {"template": "enable_thinking=false", "prefill": "the assistant prefill",
+            "budget0": "a reasoning budget of 0"}
+
+
+def thinking_check(asset_key: AssetKey | str, thinking: str, results: list[ChatResult],
+                   thinking_off: str = DEFAULT_THINKING_OFF) -> AssetCheckResult:
+    """``thinking_off``: the mechanism the thinking-off requests used (named in a failure, with where to choose
+    another)."""
     answered = [r for r in results if not r.error]
     with_reasoning = sum(1 for r in answered if r.reasoning_present)
     if thinking == "off":
         passed = with_reasoning == 0
         text = (f"{with_reasoning} of {len(answered)} thinking-off answers carry reasoning: "
-                "the server did not honour enable_thinking=false")
+                f"the server did not honour {_OFF_HOW.get(thinking_off, thinking_off)} (thinking_off = "
+                f"\"{thinking_off}\"); docs/own-model.md says which mechanism suits the model's family")
     else:
         passed = with_reasoning > 0
         text = (f"{with_reasoning} of {len(answered)} thinking-on answers carry reasoning"
@@ -219,7 +258,11 @@ def _generate(
     except StudyError as exc:
         raise Failure(description=str(exc)) from None
     requests = _requests(asset_name, condition, thinking, problems, rendered, config, model)
-    note = slice_note(context, wh, asset_name, condition, thinking, [int(i) for i in problems["problem_idx"]])
+    asked = [int(i) for i in problems["problem_idx"]]
+    clash = mechanism_clash(context, wh, asset_name, condition, model.thinking_off, asked) if thinking == "off" else None
+    if clash:  # refused before anything is sent
+        raise Failure(description=clash)
+    note = slice_note(context, wh, asset_name, condition, thinking, asked)
     if note:  # said before anything is sent: the partition's problem set changes
         context.log.warning(note)
     context.log.info(
@@ -232,7 +275,7 @@ def _generate(
     except LLMUnreachable as exc:  # answers received so far are in llm_cache; the partition keeps its old rows
         raise Failure(description=str(exc)) from None
     _fail_on_errors(f"{asset_name}[{condition or '-'}|{thinking}]", requests, results)
-    return _rows(problems, rendered, results), results, stats
+    return _rows(problems, rendered, results, model.thinking_off if thinking == "off" else None), results, stats
 
 
 def _fail_on_errors(label: str, requests: list[ChatRequest], results: list[ChatResult]) -> None:
@@ -280,8 +323,11 @@ def spec_partition(
     metadata = _metadata(results, stats, template_sha256,
                          _max_tokens(config, thinking, model_of(context), "model_specs"), df)
     metadata["empty_specs"] = int(sum(1 for s in df["spec_text"] if not s))
+    if thinking == "off":  # the mechanism that switched thinking off (also each row's thinking_off)
+        metadata["thinking_off"] = model_of(context).thinking_off
     return MaterializeResult(value=df, metadata=metadata,
-                             check_results=[thinking_check(context.asset_key, thinking, results)],
+                             check_results=[thinking_check(context.asset_key, thinking, results,
+                                                           model_of(context).thinking_off)],
                              data_version=answers_version(context, wh, "model_specs", None, thinking, df))
 
 
@@ -378,6 +424,9 @@ def generation_partition(
     df.insert(0, "condition", condition)
     metadata = _metadata(results, stats, template_sha256, _max_tokens(config, thinking, model_of(context)), df)
     metadata["empty_model_specs"] = len(skipped)
+    if thinking == "off":
+        metadata["thinking_off"] = model_of(context).thinking_off
     return MaterializeResult(value=df, metadata=metadata,
-                             check_results=[thinking_check(context.asset_key, thinking, results)],
+                             check_results=[thinking_check(context.asset_key, thinking, results,
+                                                           model_of(context).thinking_off)],
                              data_version=answers_version(context, wh, "test_generations", condition, thinking, df))

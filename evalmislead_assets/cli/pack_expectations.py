@@ -70,7 +70,8 @@ class Expectations:
         req = ChatRequest(asset=str(asset), condition=answer.get("condition"), thinking=thinking, task_id=task,
                           messages=[{"role": "user", "content": text}], max_tokens=cap,
                           enable_thinking=thinking == "on", extra={})
-        return canonical_json(build_body(req, self.alias, SEED, self.model.chat_template_kwargs))
+        return canonical_json(build_body(req, self.alias, SEED, self.model.chat_template_kwargs,
+                                         thinking_off=self.model.thinking_off))
 
 
 def _answer_text(response_json: str) -> str:

@@ -91,6 +91,7 @@ class ChatClient:
         error_streak: int = 6,
         api: str = "llama.cpp",  # the body's flavour: "openai" leaves out llama-server's own fields
         template_kwargs: Mapping[str, Any] | None = None,
+        thinking_off: str = "template",  # how thinking-off requests switch thinking off (study.models.THINKING_OFF)
         cache_only: bool = False,
         headers: Mapping[str, str] | None = None,
         died: Callable[[], list[str]] | None = None,
@@ -107,6 +108,7 @@ class ChatClient:
         self._died = died
         self.template_kwargs = dict(template_kwargs or {})  # the model's chat-template arguments (study.toml)
         self.api = api
+        self.thinking_off = thinking_off
         self.model = model
         self.max_in_flight = max(1, max_in_flight)
         self.timeout_s = timeout_s
@@ -168,7 +170,8 @@ class ChatClient:
                 props_by_url = self._probe(store, http, self._resolve_urls(log), log)
             model = self.model_name(next(iter(props_by_url.values()))[1] if props_by_url else None)
 
-            bodies = [request_body(r, model, self.seed, self.template_kwargs, self.api) for r in requests]
+            bodies = [request_body(r, model, self.seed, self.template_kwargs, self.api, self.thinking_off)
+                      for r in requests]
             keys = [sha256_text(b) for b in bodies]
             cached, bad = ({}, set()) if bypass_cache else store.cached(keys)
             results: dict[str, ChatResult] = {}

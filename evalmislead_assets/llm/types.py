@@ -95,14 +95,38 @@ def response_json(payload: Any) -> str:
 
 API_FLAVOURS = ("llama.cpp", "openai")
 
+# The "prefill" mechanism's last message. llama-server continues a final assistant message instead of opening a
+# new turn, and with a reasoning template it closes the template's open think block before the prefill, so the
+# model starts in the answer with an empty reasoning. The content must not be empty (an empty final assistant
+# message is dropped with the generation prompt); a newline changes no answer's meaning.
+PREFILL_MESSAGE: dict[str, str] = {"role": "assistant", "content": "\n", "reasoning_content": ""}
+# The "budget0" mechanism's field: llama-server's per-request reasoning budget, 0 = end the reasoning at once.
+BUDGET_FIELD = "thinking_budget_tokens"
+
+
+def thinking_off_fields(thinking_off: str, messages: list[dict]) -> dict[str, Any]:
+    """What a thinking-off body carries beyond the template flag under ``thinking_off`` (study.models.THINKING_OFF):
+    nothing for "template" (the body, and so every cache key, as without the setting), the messages with the
+    assistant prefill for "prefill", the zero reasoning budget for "budget0"."""
+    if thinking_off == "prefill":
+        return {"messages": [*messages, dict(PREFILL_MESSAGE)]}
+    if thinking_off == "budget0":
+        return {BUDGET_FIELD: 0}
+    if thinking_off != "template":
+        raise ValueError(f"thinking_off = {thinking_off!r} is not one of template, prefill, budget0")
+    return {}
+
 
 def build_body(
     req: ChatRequest, model: str, seed: int, template_kwargs: Mapping[str, Any] | None = None, api: str = "llama.cpp",
+    thinking_off: str = "template",
 ) -> dict[str, Any]:
     """The request body; ``template_kwargs``: the model's own chat-template arguments (study.toml),
     under the thinking flag (an empty set leaves the body, and so the cache key, as before).
     ``api = "openai"`` (a hosted endpoint): only the OpenAI chat fields, without llama-server's own
-    (``chat_template_kwargs`` with the thinking flag, ``cache_prompt``), which such endpoints refuse."""
+    (``chat_template_kwargs`` with the thinking flag, ``cache_prompt``), which such endpoints refuse.
+    ``thinking_off``: how a thinking-off request switches thinking off (thinking_off_fields); a thinking-on
+    request is the same under every mechanism."""
     body: dict[str, Any] = {
         "model": model,
         "messages": req.messages,
@@ -114,6 +138,8 @@ def build_body(
         # temperature-0 answer; it defaults to on, so it is switched off in every body.
         "cache_prompt": False,
     }
+    if not req.enable_thinking:
+        body.update(thinking_off_fields(thinking_off, req.messages))
     if api == "openai":
         del body["chat_template_kwargs"], body["cache_prompt"]
     body.update(req.extra)
@@ -121,11 +147,11 @@ def build_body(
 
 
 def request_body(req: ChatRequest, model: str, seed: int, template_kwargs: Mapping[str, Any] | None = None,
-                 api: str = "llama.cpp") -> str:
+                 api: str = "llama.cpp", thinking_off: str = "template") -> str:
     """The exact JSON sent (and hashed into the cache key): the stored body if given, else the built one."""
     if req.raw_body is not None:
         return req.raw_body
-    return canonical_json(build_body(req, model, seed, template_kwargs, api))
+    return canonical_json(build_body(req, model, seed, template_kwargs, api, thinking_off))
 
 
 def server_settings(props: dict[str, Any] | None, request_json: str) -> tuple[int | None, bool | None, str | None]:

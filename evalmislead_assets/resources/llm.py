@@ -77,7 +77,7 @@ class LLMResource(ConfigurableResource):
             url_source, model=alias, max_in_flight=in_flight, timeout_s=self.timeout_s,
             retries=self.retries, seed=self.seed, backoff_s=self.backoff_s, transport=transport,
             deadline_s=self.deadline_s or settings.llm_deadline_s(), progress_every_s=self.progress_every_s,
-            template_kwargs=spec.chat_template_kwargs, unreachable_hint=reach.fix_hint(),
+            template_kwargs=spec.chat_template_kwargs, thinking_off=spec.thinking_off, unreachable_hint=reach.fix_hint(),
             cache_only=settings.replay_only(), headers=_headers(spec), died=died, api=spec.api,
         )
 

@@ -440,6 +440,16 @@ _LANGUAGE = Column(LANGUAGE_COLUMN, "VARCHAR DEFAULT 'python'",
 _SPECS = tuple(Table(t.name, t.description, (*t.columns, _LANGUAGE)) if t.name in PER_LANGUAGE_TABLES else t
                for t in _SPECS)
 
+# How each answer's thinking-off request switched thinking off (study.toml thinking_off). Appended after the
+# columns older files have, so a file from before it opens with the column added; its rows stay NULL, and were
+# made with "template" (the only mechanism then).
+THINKING_OFF_COLUMN = "thinking_off"
+_THINKING_OFF = Column(THINKING_OFF_COLUMN, "VARCHAR",
+                       "how the thinking-off request switched thinking off: template, prefill or budget0 (study.toml "
+                       "thinking_off); NULL: thinking on, no request, or a row from before the setting (template)")
+_SPECS = tuple(Table(t.name, t.description, (*t.columns, _THINKING_OFF))
+               if t.name in ("model_specs", "test_generations") else t for t in _SPECS)
+
 # ---------------------------------------------------------------- across models
 _BY_NAME = {t.name: t for t in _SPECS}
 

@@ -52,7 +52,13 @@ from evalmislead_assets.errors import ConfigError
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _KEYS = {"name", "bundled", "gguf", "urls", "slots", "chat_template_kwargs", "max_tokens_off", "max_tokens_on",
          "spec_max_tokens_off",
-         "parameters", "family", "thinking", "api_key_env", "headers", "api", "api_model"}
+         "parameters", "family", "thinking", "thinking_off", "api_key_env", "headers", "api", "api_model"}
+# How a thinking-off request switches thinking off (``thinking_off`` of a [[models]] entry; docs/own-model.md):
+# "template" sends chat_template_kwargs.enable_thinking = false, which Qwen3-style chat templates honour;
+# "prefill" adds an assistant prefill that the server opens the answer with, after an empty reasoning block
+# (R1-style templates, which ignore the flag); "budget0" asks llama-server for a reasoning budget of 0 tokens.
+THINKING_OFF = ("template", "prefill", "budget0")
+DEFAULT_THINKING_OFF = "template"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
@@ -98,6 +104,7 @@ class ModelSpec:
     headers: Mapping[str, str] = field(default_factory=dict)
     api: str = "llama.cpp"  # the request body's flavour: "openai" for a hosted endpoint (no llama-server fields)
     api_model: str = ""  # the model id every request names (a hosted endpoint's); else the server's alias
+    thinking_off: str = DEFAULT_THINKING_OFF  # how thinking-off requests switch thinking off (THINKING_OFF)
 
     @property
     def key(self) -> str:
@@ -257,13 +264,21 @@ def _model(raw: Any, where: str, bundled_names: Iterable[str]) -> ModelSpec:
                          "(the embedded server is named by the study)")
     if api == "openai" and not urls:
         raise StudyError(f"{where} ({name}): api = \"openai\" is for a hosted endpoint: give its urls")
+    thinking_off = raw.get("thinking_off", DEFAULT_THINKING_OFF)
+    if thinking_off not in THINKING_OFF:
+        allowed = ", ".join(f'"{v}"' for v in THINKING_OFF)
+        raise StudyError(f"{where} ({name}): thinking_off = {thinking_off!r} must be one of {allowed} (how thinking "
+                         "is switched off; docs/own-model.md says which suits which model family)")
+    if thinking_off == "budget0" and api == "openai":
+        raise StudyError(f"{where} ({name}): thinking_off = \"budget0\" is a llama-server request field, which "
+                         "api = \"openai\" leaves out; use \"template\" or \"prefill\"")
     return ModelSpec(
         name=name, bundled=bundled, gguf=str(raw.get("gguf", "")), urls=tuple(u.rstrip("/") for u in urls),
         slots=ints["slots"], chat_template_kwargs=dict(kwargs), max_tokens_off=ints["max_tokens_off"],
         max_tokens_on=ints["max_tokens_on"], spec_max_tokens_off=ints["spec_max_tokens_off"],
         parameters=str(raw.get("parameters", "")),
         family=str(raw.get("family", "")), thinking=thinking, api_key_env=key_env, headers=dict(headers),
-        api=api, api_model=api_model,
+        api=api, api_model=api_model, thinking_off=thinking_off,
     )
 
 

@@ -250,7 +250,8 @@ def test_every_answer_records_the_servers_determinism_settings(seeded_warehouse,
         assert all(json.loads(b)["cache_prompt"] is False for b in rows["request_json"])
         # the new columns come last, after the ones old DuckDB files already have
         columns = wh.query_df(f"SELECT * FROM {table} LIMIT 0").columns.tolist()
-        assert columns[-5:] == ["total_slots", "cache_prompt", "build_info", "model_name", "language"]
+        assert columns[-6:] == ["total_slots", "cache_prompt", "build_info", "model_name", "language", "thinking_off"]
+        assert set(rows["thinking_off"]) == {"template"}
 
 
 @pytest.mark.slow
@@ -321,3 +322,68 @@ def test_thinking_on_for_a_model_that_cannot_think_fails_before_any_request(seed
 def test_problem_ranges_name_the_partitions_problem_set() -> None:
     assert generation.problem_ranges([30, 0, 1, 2, 5, 31]) == "0-2,5,30-31"
     assert generation.problem_ranges([2, 4, 13, 30]) == "2,4,13,30" and generation.problem_ranges([]) == ""
+
+
+@pytest.mark.slow
+def test_thinking_off_mechanism_is_sent_named_per_row_and_never_pooled(seeded_warehouse, monkeypatch, tmp_path) -> None:
+    """A model with thinking_off = "prefill" sends the assistant prefill and its rows say so; switching the same
+    model to "template" and asking only part of the partition again is refused before anything is sent (the
+    partition would pool two mechanisms), while asking all of it replaces every row."""
+    from evalmislead_assets import study_models
+    from evalmislead_assets.llm.types import PREFILL_MESSAGE
+    from evalmislead_tests.fake_llm_server import FakeLLMServer
+
+    wh = seeded_warehouse
+    for name in ("EVALMISLEAD_LLM_URL", "EVALMISLEAD_EMBEDDED_MODEL", "EVALMISLEAD_MODELS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30,0")
+
+    def use(mechanism: str, url: str) -> None:  # the data folder's study file, edited (another file is refused)
+        path = tmp_path / "r1.toml"
+        path.write_text(f'[[models]]\nname = "r1"\nurls = ["{url}"]\nthinking_off = "{mechanism}"\n', encoding="utf-8")
+        monkeypatch.setenv("EVALMISLEAD_STUDY", str(path))
+        study_models.reset()
+
+    try:
+        with FakeLLMServer("ok") as fake:
+            use("prefill", fake.url)
+            result = _run("", generation.model_specs, "off")
+            assert [b["messages"][-1] for b in fake.bodies] == [PREFILL_MESSAGE] * 2
+            assert _metadata(result, generation.model_specs)["thinking_off"] == "prefill"
+            prefill_rows = wh.read_table("model_specs", order_by="problem_idx")
+            assert set(prefill_rows["thinking_off"]) == {"prefill"}
+
+            use("template", fake.url)
+            monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30")
+            refused = _run("", generation.model_specs, "off", raise_on_error=False)
+            assert not refused.success and len(fake.bodies) == 2
+            (failure,) = [e for e in refused.all_events if e.is_step_failure]
+            message = failure.step_failure_data.error.message.strip()
+            assert 'thinking_off = "template" but holds 1 thinking-off answers made with "prefill"' in message
+            assert "never pooled" in message and "\n" not in message
+
+            monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30,0")
+            _run("", generation.model_specs, "off")
+            assert all(b["messages"][-1]["role"] == "user" for b in fake.bodies[2:]) and len(fake.bodies) == 4
+    finally:
+        study_models.reset()
+    rows = wh.read_table("model_specs", order_by="problem_idx")
+    assert set(rows["thinking_off"]) == {"template"}
+    assert not set(rows["cache_key"]) & set(prefill_rows["cache_key"])
+
+
+def test_a_failed_thinking_check_names_the_mechanism_that_did_not_hold() -> None:
+    from evalmislead_assets.llm.types import ChatResult
+
+    def result(reasoning: str | None) -> ChatResult:
+        return ChatResult(request_json="{}", cache_key="k", text="t", reasoning=reasoning,
+                          reasoning_present=bool(reasoning), finish_reason="stop", prompt_tokens=1,
+                          completion_tokens=1, latency_s=0.1, server_url="u", server_props_sha256=None, model="m",
+                          from_cache=False, error=None)
+
+    failed = generation.thinking_check("a", "off", [result("hmm"), result(None)], "prefill")
+    assert not failed.passed and failed.description.startswith("1 of 2 thinking-off answers carry reasoning")
+    assert 'the assistant prefill (thinking_off = "prefill")' in failed.description
+    default = generation.thinking_check("a", "off", [result("hmm")])
+    assert 'enable_thinking=false (thinking_off = "template")' in default.description
+    assert generation.thinking_check("a", "off", [result(None)], "budget0").passed

@@ -42,3 +42,5 @@ def test_the_recipe_reaches_each_model_as_it_says() -> None:
     assert openai.api == "openai" and openai.api_model == "gpt-4o-mini" and openai.api_key_env == "OPENAI_API_KEY"
     several = parse_study(recipe["own-model.md #5"], "several", BUNDLED_DEFAULTS)
     assert [m.name for m in several.models] == ["qwen2.5-coder-1.5b", "qwen3.5-9b", "hosted-coder"]
+    r1 = parse_study(recipe["own-model.md #6"], "r1", BUNDLED_DEFAULTS).models[0]
+    assert r1.thinking_off == "prefill" and r1.thinking is True

@@ -75,6 +75,11 @@ def test_two_models_parse_with_their_settings(tmp_path: Path, monkeypatch: pytes
      "without enable_thinking"),
     ("[[models]]\nname = 'a.b'\nurls = ['http://x']\n[[models]]\nname = 'a_b'\nurls = ['http://y']\n", "same key"),
     ("[[models\n", "not valid TOML"),
+    ("[[models]]\nname = 'a'\nurls = ['http://x']\nthinking_off = 'off'\n",
+     r'study.toml \[\[models\]\] #1 \(a\): thinking_off = .off. must be one of "template", "prefill", "budget0"'),
+    ("[[models]]\nname = 'a'\nurls = ['http://x']\nthinking_off = true\n", "thinking_off = True must be one of"),
+    ("[[models]]\nname = 'a'\nurls = ['http://x']\napi = 'openai'\nthinking_off = 'budget0'\n",
+     "budget0.* is a llama-server request field"),
 ])
 def test_a_bad_study_file_is_one_line_naming_the_fix(text: str, message: str) -> None:
     with pytest.raises(StudyError, match=message) as info:
@@ -236,6 +241,13 @@ def test_rows_without_a_model_become_the_first_models(tmp_path: Path) -> None:
     assert wh.name_unnamed_rows("m0") == {"test_outcomes": 1}
     assert wh.query_df("SELECT model_name FROM test_outcomes")["model_name"].tolist() == ["m0"]
     assert wh.name_unnamed_rows("m0") == {}
+
+
+def test_thinking_off_is_read_per_model_and_defaults_to_the_template_flag() -> None:
+    study = parse_study("[[models]]\nname = 'r1'\nurls = ['http://x']\nthinking_off = 'prefill'\n"
+                        "[[models]]\nname = 'q3'\nurls = ['http://y']\n"
+                        "[[models]]\nname = 'b'\nurls = ['http://z']\nthinking_off = 'budget0'\n", "s.toml", BUNDLED)
+    assert [m.thinking_off for m in study.models] == ["prefill", "template", "budget0"]
 
 
 def test_a_models_chat_template_kwargs_join_the_thinking_flag() -> None:
