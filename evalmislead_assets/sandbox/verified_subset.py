@@ -131,6 +131,9 @@ SETUP_HOOKS = frozenset({
     "teardown_method", "setup_class", "teardown_class", "setup_module", "teardown_module", "setup_function",
     "teardown_function", "setup", "teardown",
 })
+# the arguments pytest passes a set-up hook besides self/cls (the test function, method or module); the others get none
+_HOOK_ARGUMENTS = {name: 1 for name in ("setup_method", "teardown_method", "setup_module", "teardown_module",
+                                        "setup_function", "teardown_function")}
 _SAFE_ATTR_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"})  # read only: a string
 _MARK_SYS = frozenset({"version_info", "maxsize", "platform"})  # what a static mark condition may compare
 _OWN_INSTANCE_OK = frozenset({"config", "session"})  # a test class's own settings on self/cls
@@ -767,7 +770,7 @@ def _hook(node: ast.FunctionDef, parents: dict[int, ast.AST]) -> str | None:
                 return f"{node.name} reads its argument {arg.arg} (pytest's own object)"
         if node.args.vararg or node.args.kwarg:
             return f"{node.name} takes *args/**kwargs"
-        if len(passed) > 1 or node.args.kwonlyargs:
+        if len(passed) > _HOOK_ARGUMENTS.get(node.name, 0) or node.args.kwonlyargs:
             return f"{node.name} takes more than the standard arguments"
     return None
 
