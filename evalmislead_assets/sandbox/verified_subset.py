@@ -277,6 +277,9 @@ def _import_from(node: ast.ImportFrom, ctx: _Context) -> str | None:
             why = _star_import(mod)
             if why:
                 return why
+            module = _host_module(mod)
+            ctx.objects.update({name: getattr(module, name) for name in _exported(mod) or ()
+                                if hasattr(module, name)})
             continue
         value = getattr(_host_module(mod), alias.name, None)
         if isinstance(value, types.ModuleType):  # `from typing import sys` is `import sys`, by another door
@@ -434,12 +437,19 @@ def _name_use(node: ast.Name, ctx: _Context) -> str | None:
         return _getattr_call(parent, ctx)
     if node.id == "type" and isinstance(node.ctx, ast.Load):
         return _type_use(node, parent, ctx)
-    if node.id in ctx.modules and ctx.modules[node.id] in MODULE_NAMES and \
-            not (isinstance(parent, ast.Attribute) and parent.value is node) and not isinstance(parent, ast.Expr):
+    if node.id in ctx.modules and not _read_through(node, parent):
         return f"uses the module {ctx.modules[node.id]} as a value"  # a bare `pytest` statement hands it to no one
     if node.id.startswith("pytest_"):
         return f"uses the pytest name {node.id}"
     return None
+
+
+def _read_through(node: ast.expr, parent: ast.AST | None) -> bool:
+    """Whether a module is used only to read a name of it (``module.name``), or alone on a line: any other use
+    hands the module on (``m = typing``, ``f(typing)``), and ``m.sys`` is then out of sight of every check."""
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in ("getattr", "hasattr"):
+        return bool(parent.args) and parent.args[0] is node  # getattr(module, "name"): checked as module.name
+    return (isinstance(parent, ast.Attribute) and parent.value is node) or isinstance(parent, ast.Expr)
 
 
 def _getattr_call(call: ast.Call, ctx: _Context) -> str | None:
@@ -498,6 +508,8 @@ def _attribute(node: ast.Attribute, ctx: _Context) -> str | None:
         why = _module_reached(ast.unparse(node), reached)
         if why:
             return why
+        if not _read_through(node, ctx.parent(node)):
+            return f"uses the module {reached.__name__} as a value"
     if not isinstance(node.ctx, ast.Load) and _root(node) in imported:
         return f"changes {_root(node)}.{node.attr}, which the file imported"
     return None
@@ -588,7 +600,9 @@ def _call(node: ast.Call, ctx: _Context) -> str | None:
                 return f"gives filterwarnings the category {category} (pytest imports its module)"
     if isinstance(func, ast.Attribute) and func.attr == "usefixtures":
         for arg in node.args:
-            if isinstance(arg, ast.Constant) and arg.value not in ALLOWED_FIXTURES:
+            if not isinstance(arg, ast.Constant):
+                return "uses fixtures named by a computed value"
+            if arg.value not in ALLOWED_FIXTURES:
                 return f"uses the fixture {arg.value!s}"
     return None
 

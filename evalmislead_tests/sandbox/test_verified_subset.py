@@ -288,6 +288,13 @@ RULE_PAIRS = [
      "def test_x():\n    assert isinstance([], abc.Sequence) and isinstance({}, collections.abc.Mapping)\n"),
     ("from typing import sys\n", "reaches typing.sys (the module sys, only as import sys)",
      "import sys\ndef test_x():\n    assert sys.maxsize > 0\n"),
+    # a module is used only to read its names: handed on, its attributes are out of sight of every check
+    ("import typing\ndef helper(m=typing):\n    return m.sys.stdout\n", "uses the module typing as a value",
+     "import math\ndef test_x():\n    assert getattr(math, 'pi') > 3 and hasattr(math, 'tau')\n"),
+    ("import typing\nMODULES = [typing.collections]\n", "uses the module collections as a value",
+     "import typing\nimport collections\nX = typing.collections.OrderedDict\n"),
+    ("import solution\ndef test_x():\n    assert vars_of(solution)\n", "uses the module solution as a value",
+     "import solution\ndef test_x():\n    assert solution.get_positive([1]) == [1]\n"),
     # a module with an allow list is bound only by its import
     ("import sys\nimport pytest\ndef make(sys):\n    @pytest.mark.skipif(sys.platform == 'x', reason='')\n"
      "    def test_i():\n        pass\n    return test_i\n", "binds sys other than by import sys",
