@@ -41,7 +41,16 @@ allow list through which no route to the harness is known:
   it is called from (bound to a name or passed to a callback, too); ``format_map`` never;
 - **no file object**: ``sys.stdout``/``sys.stderr`` are out (under ``-s`` the test's stdout is a real file,
   ``sys.stdout.buffer.raw`` an ``io.FileIO`` that opens any path); output goes through ``print`` or
-  ``capsys``; a module with an allow list (``sys``, ``pytest``...) is used only as ``module.name``.
+  ``capsys``;
+- **modules by what they are, whichever door**: every module is used only as ``module.name`` (never handed
+  on); a module reached as another's attribute or imported from one (``typing.sys``, ``dataclasses.builtins``,
+  ``from json import codecs``) is resolved on the host and judged as that module (a module with an allow list
+  only through its own import); ``sys``, ``pytest``, ``traceback`` and ``unittest`` are bound only by their
+  import; a name the module under test binds by an import (``check``'s ``under_test``) is the test file's
+  import when the file takes it (``from solution import *`` included);
+- **class attributes named in strings**: a ``namedtuple``/``NamedTuple``'s field names are constants and pass
+  the class-body rule (a field ``run`` is a ``run`` method to unittest); a set-up hook is bound by ``def`` with
+  its standard arguments; a ``filterwarnings`` category names no module (pytest would import it).
 
 Widened where the reach is provably nothing: ``f.__name__``/``__qualname__``/``__doc__`` (a string);
 ``getattr(obj, "name")`` with a constant name that is itself allowed as ``obj.name``; ``from M import *``
