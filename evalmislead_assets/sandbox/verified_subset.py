@@ -600,6 +600,11 @@ def _call(node: ast.Call, ctx: _Context) -> str | None:
                 return f"gives {func.attr} a condition that is not a constant boolean (pytest evaluates a string)"
         if not _applied_where_written(node, ctx):
             return f"keeps the mark {func.attr}(...) (it can be called again with a string condition)"
+    if (isinstance(func, ast.Attribute) and func.attr == "fixture") or (isinstance(func, ast.Name) and
+                                                                       func.id == "fixture"):
+        for k in node.keywords:  # a callable scope is called with pytest's Config
+            if k.arg == "scope" and not (isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)):
+                return "gives a fixture a computed scope (pytest calls it with its config)"
     if isinstance(func, ast.Attribute) and func.attr == "filterwarnings":
         for arg in node.args:
             if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):

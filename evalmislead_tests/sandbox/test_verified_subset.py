@@ -66,6 +66,8 @@ EXPECTED = {
     "namedtuple_run.py": "class Base defines run (unittest calls it with pytest's item)",
     # a static-looking mark condition on a `sys` that is not the module
     "skipif_shadowed_sys.py": "binds sys other than by import sys",
+    # a callable fixture scope receives pytest's Config
+    "fixture_scope_config.py": "gives a fixture a computed scope (pytest calls it with its config)",
 }
 # honest files of the corpus that stay outside the subset, with their reason (the runner still scores them as
 # plain pytest does: test_sandbox_honest.py)
@@ -323,6 +325,10 @@ RULE_PAIRS = [
     ("import unittest\nclass T(unittest.TestCase):\n    def setUp(self, extra=None):\n        pass\n",
      "setUp takes more than the standard arguments",
      "import unittest\nclass T(unittest.TestCase):\n    def setUp(self):\n        self.x = 1\n"),
+    # a dynamic fixture scope is a callable pytest calls with (fixture_name, config)
+    ("import pytest\ndef scope(name, config):\n    return 'function'\n@pytest.fixture(scope=scope)\n"
+     "def value():\n    return 1\n", "gives a fixture a computed scope (pytest calls it with its config)",
+     "import pytest\n@pytest.fixture(scope='module')\ndef value():\n    return 1\n"),
     # warnings filters: pytest imports the module of a dotted category
     ("import pytest\n@pytest.mark.filterwarnings('ignore::os.Warning')\ndef test_x():\n    pass\n",
      "gives filterwarnings the category os.Warning (pytest imports its module)",
