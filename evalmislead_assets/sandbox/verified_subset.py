@@ -260,8 +260,9 @@ def _import(node: ast.Import, ctx: _Context) -> str | None:
         top = alias.name.split(".")[0]
         if alias.name != MODULE_UNDER_TEST and top not in ALLOWED_MODULES:
             return f"imports {alias.name}"
-        if alias.name == "unittest.mock":
-            return "imports unittest.mock"
+        why = _submodule(alias.name)
+        if why:
+            return why
         local = alias.asname or top
         ctx.modules[local] = alias.name if alias.asname else top
         ctx.imported.add(local)
@@ -280,6 +281,9 @@ def _import_from(node: ast.ImportFrom, ctx: _Context) -> str | None:
         return _from_solution(node, ctx)
     if mod.split(".")[0] not in ALLOWED_MODULES:
         return f"imports from {mod}"
+    why = _submodule(mod)
+    if why:
+        return f"imports from {mod}" if why.startswith("imports") else why
     imported = ctx.imported
     for alias in node.names:
         if alias.name == "*":
@@ -305,6 +309,18 @@ def _import_from(node: ast.ImportFrom, ctx: _Context) -> str | None:
         imported.add(alias.asname or alias.name)
         if value is not None:
             ctx.objects[alias.asname or alias.name] = value
+    return None
+
+
+def _submodule(name: str) -> str | None:
+    """A dotted import names a public submodule of a pure module: a module with an allow list (``unittest``,
+    ``pytest``, ``sys``, ``traceback``) is imported whole (``unittest.case`` would be a door past its list, and
+    its ``sys`` with it), and no part is private (``unittest.__main__`` runs unittest's command line)."""
+    parts = name.split(".")
+    if len(parts) > 1 and parts[0] in MODULE_NAMES:
+        return f"imports {name}"
+    if any(part.startswith("_") for part in parts[1:]):
+        return f"imports {name}"
     return None
 
 

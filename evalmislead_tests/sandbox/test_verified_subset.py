@@ -290,6 +290,12 @@ RULE_PAIRS = [
      "def test_x():\n    assert isinstance([], abc.Sequence) and isinstance({}, collections.abc.Mapping)\n"),
     ("from typing import sys\n", "reaches typing.sys (the module sys, only as import sys)",
      "import sys\ndef test_x():\n    assert sys.maxsize > 0\n"),
+    # a module with an allow list is imported whole; no private submodule
+    ("from unittest.mock import patch\n", "imports from unittest.mock", "from unittest import TestCase\n"),
+    ("import unittest.case as case\ndef test_x():\n    case.sys.stdout\n", "imports unittest.case",
+     "import unittest\nclass T(unittest.TestCase):\n    pass\n"),
+    ("import unittest.__main__\n", "imports unittest.__main__", "import collections.abc\n"),
+    ("import re.__init__\n", "imports re.__init__", "from collections.abc import Sequence\n"),
     # a module is used only to read its names: handed on, its attributes are out of sight of every check
     ("import typing\ndef helper(m=typing):\n    return m.sys.stdout\n", "uses the module typing as a value",
      "import math\ndef test_x():\n    assert getattr(math, 'pi') > 3 and hasattr(math, 'tau')\n"),
