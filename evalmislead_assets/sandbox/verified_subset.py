@@ -119,6 +119,9 @@ BLOCKED_ATTRIBUTES = frozenset({
     "ABCMeta", "EnumMeta", "EnumType", "new_class", "prepare_class",
     # pytest's nodes' public ways to the plugin manager and the other nodes
     "listchain", "gethookproxy", "get_hookimpls", "getparent", "iter_parents", "addfinalizer",
+    # the capture fixtures' capture class: FDCapture(n) takes over any descriptor (start) and writes to the
+    # saved original (writeorg); SysCapture(n) writes to the stream it replaced
+    "captureclass",
 })
 # Names unittest or pytest call on a test class with their own objects (unittest's run(result) and
 # __call__ receive pytest's item; debug and defaultTestResult are the protocol's too).

@@ -331,6 +331,9 @@ RULE_PAIRS = [
     ("import unittest\nclass T(unittest.TestCase):\n    def setUp(self, extra=None):\n        pass\n",
      "setUp takes more than the standard arguments",
      "import unittest\nclass T(unittest.TestCase):\n    def setUp(self):\n        self.x = 1\n"),
+    # the capture fixtures give output as text, never their capture class (a door to any descriptor)
+    ("def test_x(capfd):\n    cap = capfd.captureclass(5)\n    cap.start()\n    cap.writeorg('x')\n",
+     "reaches .captureclass", "def test_x(capfd):\n    print('x')\n    assert capfd.readouterr().out == 'x\\n'\n"),
     # a dynamic fixture scope is a callable pytest calls with (fixture_name, config)
     ("import pytest\ndef scope(name, config):\n    return 'function'\n@pytest.fixture(scope=scope)\n"
      "def value():\n    return 1\n", "gives a fixture a computed scope (pytest calls it with its config)",
