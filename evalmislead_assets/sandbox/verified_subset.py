@@ -22,7 +22,8 @@ allow list through which no route to the harness is known:
 - **fixtures**: a test's or fixture's parameters are parametrize names, fixtures the file defines, or
   the built-in fixtures in ``ALLOWED_FIXTURES`` (``capsys``, ``recwarn``, ``subtests``...; not
   ``request`` except as ``request.param``, not ``pytestconfig``, ``monkeypatch`` or ``tmp_path``, which
-  reach pytest's internals or the file system);
+  reach pytest's internals or the file system); a fixture's ``scope`` is a constant (a callable scope is
+  called with pytest's Config), and the capture fixtures never hand over their ``captureclass``;
 - **no concurrency or metaprogramming**: no ``async def``/``await``, no class keywords (metaclass), no
   ``type`` beyond ``type(x)`` read or compared, no metaclass by name (``ABCMeta``...), no ``__del__``;
 - **nothing the harness calls with its own objects**: no method (or other class attribute) named like a
