@@ -4,8 +4,10 @@ The forgeries (evalmislead_tests/sandbox/forgeries/) are the five that passed ev
 third adversarial pass, plus one file per route the subset closes by its design (tracebacks from
 pytest.raises, request.config, format fields, string skipif conditions, tmp_path, monkeypatch and
 mock targets, patched imports, typing's evaluation, private unittest state, generator frames,
-SystemExit, async code, metaclasses, a rebound __name__, importorskip). Every file of the hostile corpus
-that attacks the runner is outside the subset too; the honest corpus is inside it.
+SystemExit, async code, metaclasses, a rebound __name__, importorskip, a module reached through another
+module, a namedtuple field named like a protocol method, a mark condition on a shadowed sys, a callable
+fixture scope). Every file of the hostile corpus that attacks the runner is outside the subset too; the
+honest corpus is inside it. RULE_PAIRS holds each rule by reach with the honest construct beside its attack.
 """
 
 from __future__ import annotations
