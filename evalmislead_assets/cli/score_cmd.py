@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(str(exc)) from None
     counts = execution_cells.cell_counts(s.outcome for s in scored)
     # the study's check on the same text it stores (execution/batch.py): inside the verified subset or not
-    verified, unverified_reason = verified_subset.check(tests)
+    verified, unverified_reason = verified_subset.check(tests, (buggy, fixed))
     result = {
         "function": name, "module": MODULE_UNDER_TEST, "n_tests": len(scored),
         "import_ok": collected.import_ok, "error": collected.error, "extraction": extraction,

@@ -66,7 +66,8 @@ def build_generated_tests(generations: pd.DataFrame, problems: pd.DataFrame, san
             row["extraction"] = found.extraction
             if found.source.strip():
                 row["source"] = found.source
-                row["verified"], row["unverified_reason"] = verified_subset.check(found.source)
+                row["verified"], row["unverified_reason"] = verified_subset.check(
+                    found.source, (problem.buggy_code, problem.fixed_code))
             else:
                 row["error"] = "no code found in the answer" + truncated
         rows.append(row)

@@ -22,7 +22,8 @@ allow list through which no route to the harness is known:
 - **fixtures**: a test's or fixture's parameters are parametrize names, fixtures the file defines, or
   the built-in fixtures in ``ALLOWED_FIXTURES`` (``capsys``, ``recwarn``, ``subtests``...; not
   ``request`` except as ``request.param``, not ``pytestconfig``, ``monkeypatch`` or ``tmp_path``, which
-  reach pytest's internals or the file system);
+  reach pytest's internals or the file system); a fixture's ``scope`` is a constant (a callable scope is
+  called with pytest's Config), and the capture fixtures never hand over their ``captureclass``;
 - **no concurrency or metaprogramming**: no ``async def``/``await``, no class keywords (metaclass), no
   ``type`` beyond ``type(x)`` read or compared, no metaclass by name (``ABCMeta``...), no ``__del__``;
 - **nothing the harness calls with its own objects**: no method (or other class attribute) named like a
@@ -41,7 +42,16 @@ allow list through which no route to the harness is known:
   it is called from (bound to a name or passed to a callback, too); ``format_map`` never;
 - **no file object**: ``sys.stdout``/``sys.stderr`` are out (under ``-s`` the test's stdout is a real file,
   ``sys.stdout.buffer.raw`` an ``io.FileIO`` that opens any path); output goes through ``print`` or
-  ``capsys``; a module with an allow list (``sys``, ``pytest``...) is used only as ``module.name``.
+  ``capsys``;
+- **modules by what they are, whichever door**: every module is used only as ``module.name`` (never handed
+  on); a module reached as another's attribute or imported from one (``typing.sys``, ``dataclasses.builtins``,
+  ``from json import codecs``) is resolved on the host and judged as that module (a module with an allow list
+  only through its own import); ``sys``, ``pytest``, ``traceback`` and ``unittest`` are bound only by their
+  import; a name the module under test binds by an import (``check``'s ``under_test``) is the test file's
+  import when the file takes it (``from solution import *`` included);
+- **class attributes named in strings**: a ``namedtuple``/``NamedTuple``'s field names are constants and pass
+  the class-body rule (a field ``run`` is a ``run`` method to unittest); a set-up hook is bound by ``def`` with
+  its standard arguments; a ``filterwarnings`` category names no module (pytest would import it).
 
 Widened where the reach is provably nothing: ``f.__name__``/``__qualname__``/``__doc__`` (a string);
 ``getattr(obj, "name")`` with a constant name that is itself allowed as ``obj.name``; ``from M import *``
@@ -61,8 +71,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import string
-from collections.abc import Iterator
+import types
+from collections.abc import Iterable, Iterator
 
 from evalmislead_assets.sandbox.tamper_scan import TRACEBACK_OK, bound_names, dead_main_block
 
@@ -108,6 +120,9 @@ BLOCKED_ATTRIBUTES = frozenset({
     "ABCMeta", "EnumMeta", "EnumType", "new_class", "prepare_class",
     # pytest's nodes' public ways to the plugin manager and the other nodes
     "listchain", "gethookproxy", "get_hookimpls", "getparent", "iter_parents", "addfinalizer",
+    # the capture fixtures' capture class: FDCapture(n) takes over any descriptor (start) and writes to the
+    # saved original (writeorg); SysCapture(n) writes to the stream it replaced
+    "captureclass",
 })
 # Names unittest or pytest call on a test class with their own objects (unittest's run(result) and
 # __call__ receive pytest's item; debug and defaultTestResult are the protocol's too).
@@ -129,6 +144,9 @@ SETUP_HOOKS = frozenset({
     "teardown_method", "setup_class", "teardown_class", "setup_module", "teardown_module", "setup_function",
     "teardown_function", "setup", "teardown",
 })
+# the arguments pytest passes a set-up hook besides self/cls (the test function, method or module); the others get none
+_HOOK_ARGUMENTS = {name: 1 for name in ("setup_method", "teardown_method", "setup_module", "teardown_module",
+                                        "setup_function", "teardown_function")}
 _SAFE_ATTR_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"})  # read only: a string
 _MARK_SYS = frozenset({"version_info", "maxsize", "platform"})  # what a static mark condition may compare
 _OWN_INSTANCE_OK = frozenset({"config", "session"})  # a test class's own settings on self/cls
@@ -136,20 +154,45 @@ ALLOWED_FIXTURES = frozenset({"capsys", "capfd", "capsysbinary", "capfdbinary", 
 _STRING_CONDITION_MARKS = frozenset({"skipif", "xfail"})
 
 
-def check(source: str) -> tuple[bool, str | None]:
+def check(source: str, under_test: Iterable[str] = ()) -> tuple[bool, str | None]:
     """(True, None) for a file inside the verified subset, else (False, the first reason, one line).
 
-    The text checked is the file the runner writes (a lone surrogate as its backslash escape, host.py)."""
+    The text checked is the file the runner writes (a lone surrogate as its backslash escape, host.py).
+    ``under_test`` holds the sources of the module under test (the buggy and the fixed version): a name that
+    module binds by an import reaches the test file through ``from solution import ...`` and is checked as the
+    test's own import of it. Without them the module under test is taken to bind no import."""
     as_run = source.encode("utf-8", "backslashreplace").decode("utf-8")
     try:
         tree = ast.parse(as_run)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False, "does not parse"
-    reason = _first_violation(tree)
+    reason = _first_violation(tree, _imports_of(under_test))
     return (reason is None), reason
 
 
-def _first_violation(tree: ast.Module) -> str | None:
+def _imports_of(sources: Iterable[str]) -> dict[str, ast.stmt]:
+    """Each name the module under test binds by an import -> that import, narrowed to the one name."""
+    found: dict[str, ast.stmt] = {}
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    local = alias.asname or alias.name.split(".")[0]
+                    name = alias.name if alias.asname else alias.name.split(".")[0]
+                    found.setdefault(local, ast.Import(names=[ast.alias(name=name, asname=local)]))
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    local = alias.asname or alias.name
+                    found.setdefault(local, ast.ImportFrom(module=node.module, level=node.level,
+                                                           names=[ast.alias(name=alias.name, asname=local)]))
+    return found
+
+
+def _first_violation(tree: ast.Module, solution_imports: dict[str, ast.stmt]) -> str | None:
     bound = bound_names(tree)
     dead = dead_main_block(tree) if "__name__" not in bound else set()
     guard_tests = {id(n.test) for n in tree.body if isinstance(n, ast.If) and n.body and id(n.body[0]) in dead}
@@ -158,20 +201,23 @@ def _first_violation(tree: ast.Module) -> str | None:
     imported: set[str] = set()  # every name an import binds
     fixtures = _file_fixtures(tree)
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    strict_classes = _may_reach_unittest(tree)
-    ctx = _Context(parents, modules, imported, own_self)
+    strict_classes = _may_reach_unittest(tree, solution_imports)
+    ctx = _Context(parents, modules, imported, own_self, solution_imports)
+    rebound = _rebound_modules(tree, dead)
+    if rebound:
+        return rebound
     for node in _walk(tree, dead):
         why: str | None = None
         if isinstance(node, ast.Import):
-            why = _import(node, modules, imported)
+            why = _import(node, ctx)
         elif isinstance(node, ast.ImportFrom):
-            why = _import_from(node, imported)
+            why = _import_from(node, ctx)
         elif isinstance(node, ast.Name):
             why = _name(node, guard_tests, tree) or _name_use(node, ctx)
         elif isinstance(node, ast.Attribute):
-            why = _attribute(node, modules, imported, own_self) or _attribute_use(node, ctx)
+            why = _attribute(node, ctx) or _attribute_use(node, ctx)
         elif isinstance(node, ast.Call):
-            why = _call(node, ctx)
+            why = _call(node, ctx) or _class_factory(node, strict_classes)
         elif isinstance(node, (ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)):
             why = "uses async code"
         elif isinstance(node, ast.FunctionDef):
@@ -194,8 +240,10 @@ class _Context:
     """What the node checks share: each node's parent and the names the file's imports bind."""
 
     def __init__(self, parents: dict[int, ast.AST], modules: dict[str, str], imported: set[str],
-                 own_self: bool) -> None:
+                 own_self: bool, solution_imports: dict[str, ast.stmt]) -> None:
         self.parents, self.modules, self.imported, self.own_self = parents, modules, imported, own_self
+        self.solution_imports = solution_imports
+        self.objects: dict[str, object] = {}  # local name -> the object an import from a pure module binds
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.parents.get(id(node))
@@ -211,39 +259,167 @@ def _walk(tree: ast.AST, skip: set[int]) -> Iterator[ast.AST]:
         yield node
 
 
-def _import(node: ast.Import, modules: dict[str, str], imported: set[str]) -> str | None:
+def _import(node: ast.Import, ctx: _Context) -> str | None:
     for alias in node.names:
         top = alias.name.split(".")[0]
         if alias.name != MODULE_UNDER_TEST and top not in ALLOWED_MODULES:
             return f"imports {alias.name}"
-        if alias.name == "unittest.mock":
-            return "imports unittest.mock"
+        why = _submodule(alias.name)
+        if why:
+            return why
         local = alias.asname or top
-        modules[local] = alias.name if alias.asname else top
-        imported.add(local)
+        ctx.modules[local] = alias.name if alias.asname else top
+        ctx.imported.add(local)
+        if alias.name != MODULE_UNDER_TEST:
+            module = _host_module(ctx.modules[local])
+            if module is not None:
+                ctx.objects[local] = module
     return None
 
 
-def _import_from(node: ast.ImportFrom, imported: set[str]) -> str | None:
+def _import_from(node: ast.ImportFrom, ctx: _Context) -> str | None:
     mod = node.module or ""
     if node.level:
         return f"imports from {'.' * node.level}{mod}"
-    if mod != MODULE_UNDER_TEST and mod.split(".")[0] not in ALLOWED_MODULES:
+    if mod == MODULE_UNDER_TEST:
+        return _from_solution(node, ctx)
+    if mod.split(".")[0] not in ALLOWED_MODULES:
         return f"imports from {mod}"
+    why = _submodule(mod)
+    if why:
+        return f"imports from {mod}" if why.startswith("imports") else why
+    imported = ctx.imported
     for alias in node.names:
-        if alias.name == "*" and mod != MODULE_UNDER_TEST:
+        if alias.name == "*":
             why = _star_import(mod)
             if why:
                 return why
+            module = _host_module(mod)
+            ctx.objects.update({name: getattr(module, name) for name in _exported(mod) or ()
+                                if hasattr(module, name)})
             continue
+        value = getattr(_host_module(mod), alias.name, None)
+        if isinstance(value, types.ModuleType):  # `from typing import sys` is `import sys`, by another door
+            why = _module_reached(f"{mod}.{alias.name}", value)
+            if why:
+                return why
+            ctx.modules[alias.asname or alias.name] = value.__name__
         if mod in MODULE_NAMES and alias.name not in MODULE_NAMES[mod] | {"*"}:
             return f"imports {mod}.{alias.name}"
         if alias.name in _DEAD_ONLY and mod != MODULE_UNDER_TEST:
             return f"imports {mod}.{alias.name}"
-        if mod != MODULE_UNDER_TEST and (alias.name.startswith("_") or alias.name in BLOCKED_ATTRIBUTES):
+        if alias.name.startswith("_") or alias.name in BLOCKED_ATTRIBUTES:
             return f"imports {mod}.{alias.name}"
         imported.add(alias.asname or alias.name)
+        if value is not None:
+            ctx.objects[alias.asname or alias.name] = value
     return None
+
+
+def _submodule(name: str) -> str | None:
+    """A dotted import names a public submodule of a pure module: a module with an allow list (``unittest``,
+    ``pytest``, ``sys``, ``traceback``) is imported whole (``unittest.case`` would be a door past its list, and
+    its ``sys`` with it), and no part is private (``unittest.__main__`` runs unittest's command line)."""
+    parts = name.split(".")
+    if len(parts) > 1 and parts[0] in MODULE_NAMES:
+        return f"imports {name}"
+    if any(part.startswith("_") for part in parts[1:]):
+        return f"imports {name}"
+    return None
+
+
+def _from_solution(node: ast.ImportFrom, ctx: _Context) -> str | None:
+    """Names from the module under test: what it defines is the code under test; what it binds by an import
+    is that import, checked as if the test file made it (``from solution import os`` is ``import os``)."""
+    for alias in node.names:
+        wanted = list(ctx.solution_imports) if alias.name == "*" else [alias.name]
+        for name in wanted:
+            if name not in ctx.solution_imports:
+                if alias.name.startswith("__"):
+                    return f"imports solution.{alias.name}"
+                ctx.imported.add(alias.asname or alias.name)
+                continue
+            same = ctx.solution_imports[name]
+            local = name if alias.name == "*" else (alias.asname or name)
+            as_test = _rename(same, local)
+            why = _import(as_test, ctx) if isinstance(as_test, ast.Import) else \
+                _import_from(as_test, ctx) if isinstance(as_test, ast.ImportFrom) else None
+            if why:
+                return f"takes {name} from solution, which {why}"
+    return None
+
+
+def _rename(stmt: ast.stmt, local: str) -> ast.stmt:
+    """The one-name import ``stmt`` binding ``local`` instead."""
+    if isinstance(stmt, ast.Import):
+        return ast.Import(names=[ast.alias(name=stmt.names[0].name, asname=local)])
+    assert isinstance(stmt, ast.ImportFrom)
+    return ast.ImportFrom(module=stmt.module, level=stmt.level, names=[ast.alias(name=stmt.names[0].name,
+                                                                                 asname=local)])
+
+
+def _host_module(name: str) -> types.ModuleType | None:
+    """An allowed (pure, standard) module as the host has it, or None; the module under test is never
+    imported here."""
+    if name == MODULE_UNDER_TEST or name.split(".")[0] not in ALLOWED_MODULES or name.split(".")[0] in MODULE_NAMES:
+        return None  # the modules with an allow list are checked by name, never imported for it
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _module_reached(path: str, module: types.ModuleType) -> str | None:
+    """Why a module reached as an attribute of another (``typing.sys``, ``dataclasses.builtins``) is outside,
+    or None: a module outside the list is outside whichever door it comes through, and a module with an allow
+    list of its own (``sys``, ``pytest``...) is reached only by its own import, where that list applies."""
+    name = module.__name__
+    if name.split(".")[0] not in ALLOWED_MODULES:
+        return f"reaches {path} (the module {name})"
+    if name in MODULE_NAMES or name.split(".")[0] in MODULE_NAMES:
+        return f"reaches {path} (the module {name}, only as import {name})"
+    return None
+
+
+def _rebound_modules(tree: ast.Module, dead: set[int]) -> str | None:
+    """A module with an allow list is bound only by its import: the allow list and the static mark conditions
+    read ``sys.platform`` as the module's, which a parameter or a class named ``sys`` would not be."""
+    imports: dict[str, int] = {}
+    others: dict[str, int] = {}
+    for node in _walk(tree, dead):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                target = alias.name if alias.asname else alias.name.split(".")[0]
+                if target == local and local in MODULE_NAMES:
+                    imports[local] = imports.get(local, 0) + 1
+                else:
+                    others[local] = others.get(local, 0) + 1
+            continue
+        for name in _binds(node):
+            others[name] = others.get(name, 0) + 1
+    clash = sorted(n for n in imports if n in others)
+    return f"binds {clash[0]} other than by import {clash[0]}" if clash else None
+
+
+def _binds(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return [node.id]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.ImportFrom):
+        return [a.asname or a.name for a in node.names]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return list(node.names)
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [node.rest]
+    return []
 
 
 def _star_import(mod: str) -> str | None:
@@ -290,12 +466,19 @@ def _name_use(node: ast.Name, ctx: _Context) -> str | None:
         return _getattr_call(parent, ctx)
     if node.id == "type" and isinstance(node.ctx, ast.Load):
         return _type_use(node, parent, ctx)
-    if node.id in ctx.modules and ctx.modules[node.id] in MODULE_NAMES and \
-            not (isinstance(parent, ast.Attribute) and parent.value is node) and not isinstance(parent, ast.Expr):
+    if node.id in ctx.modules and not _read_through(node, parent):
         return f"uses the module {ctx.modules[node.id]} as a value"  # a bare `pytest` statement hands it to no one
     if node.id.startswith("pytest_"):
         return f"uses the pytest name {node.id}"
     return None
+
+
+def _read_through(node: ast.expr, parent: ast.AST | None) -> bool:
+    """Whether a module is used only to read a name of it (``module.name``), or alone on a line: any other use
+    hands the module on (``m = typing``, ``f(typing)``), and ``m.sys`` is then out of sight of every check."""
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in ("getattr", "hasattr"):
+        return bool(parent.args) and parent.args[0] is node  # getattr(module, "name"): checked as module.name
+    return (isinstance(parent, ast.Attribute) and parent.value is node) or isinstance(parent, ast.Expr)
 
 
 def _getattr_call(call: ast.Call, ctx: _Context) -> str | None:
@@ -307,7 +490,7 @@ def _getattr_call(call: ast.Call, ctx: _Context) -> str | None:
     if not name.isidentifier() or name in _SPECIAL_ATTRIBUTES:
         return f"calls getattr for {name!r}"
     as_attribute = ast.Attribute(value=call.args[0], attr=name, ctx=ast.Load())
-    return _attribute(as_attribute, ctx.modules, ctx.imported, ctx.own_self)
+    return _attribute(as_attribute, ctx)
 
 
 def _type_use(node: ast.Name, parent: ast.AST | None, ctx: _Context) -> str | None:
@@ -330,9 +513,10 @@ def _if_tests(tree: ast.Module) -> Iterator[ast.expr]:
     return (n.test for n in tree.body if isinstance(n, ast.If))
 
 
-def _attribute(node: ast.Attribute, modules: dict[str, str], imported: set[str], own_self: bool) -> str | None:
+def _attribute(node: ast.Attribute, ctx: _Context) -> str | None:
+    modules, imported = ctx.modules, ctx.imported
     base = node.value.id if isinstance(node.value, ast.Name) else None
-    on_own = own_self and base in ("self", "cls")
+    on_own = ctx.own_self and base in ("self", "cls")
     if node.attr in _SAFE_ATTR_DUNDERS and isinstance(node.ctx, ast.Load):
         return None
     if node.attr.startswith("_"):
@@ -346,6 +530,15 @@ def _attribute(node: ast.Attribute, modules: dict[str, str], imported: set[str],
             return f"reaches {module}.{node.attr}"
         if node.attr in _DEAD_ONLY:
             return f"calls {module}.{node.attr} outside the __main__ block"
+        if module == MODULE_UNDER_TEST and node.attr in ctx.solution_imports:
+            return f"reaches solution.{node.attr} (a name the module under test imports)"
+    reached = _host_value(node, ctx)
+    if isinstance(reached, types.ModuleType):
+        why = _module_reached(ast.unparse(node), reached)
+        if why:
+            return why
+        if not _read_through(node, ctx.parent(node)):
+            return f"uses the module {reached.__name__} as a value"
     if not isinstance(node.ctx, ast.Load) and _root(node) in imported:
         return f"changes {_root(node)}.{node.attr}, which the file imported"
     return None
@@ -385,6 +578,27 @@ def _applied_where_written(node: ast.AST, ctx: _Context) -> bool:
                                                    for t in parent.targets)
 
 
+def _host_value(node: ast.Attribute, ctx: _Context) -> object | None:
+    """What ``name.a.b`` is on the host when ``name`` is bound by an import from a pure module and every step
+    before the last is a module or a class (None when it is not known statically)."""
+    chain: list[str] = []
+    current: ast.expr = node
+    while isinstance(current, ast.Attribute):
+        chain.append(current.attr)
+        current = current.value
+    if not isinstance(current, ast.Name) or current.id not in ctx.objects:
+        return None
+    value = ctx.objects[current.id]
+    for attr in reversed(chain):
+        if not isinstance(value, (types.ModuleType, type)):
+            return None
+        try:
+            value = inspect.getattr_static(value, attr)
+        except AttributeError:
+            return None
+    return value
+
+
 def _root(node: ast.expr) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.func if isinstance(node, ast.Call) else node.value
@@ -406,9 +620,23 @@ def _call(node: ast.Call, ctx: _Context) -> str | None:
                 return f"gives {func.attr} a condition that is not a constant boolean (pytest evaluates a string)"
         if not _applied_where_written(node, ctx):
             return f"keeps the mark {func.attr}(...) (it can be called again with a string condition)"
+    if (isinstance(func, ast.Attribute) and func.attr == "fixture") or (isinstance(func, ast.Name) and
+                                                                       func.id == "fixture"):
+        for k in node.keywords:  # a callable scope is called with pytest's Config
+            if k.arg == "scope" and not (isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)):
+                return "gives a fixture a computed scope (pytest calls it with its config)"
+    if isinstance(func, ast.Attribute) and func.attr == "filterwarnings":
+        for arg in node.args:
+            if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                return "gives filterwarnings a computed filter"
+            category = arg.value.split(":")[2].strip() if arg.value.count(":") >= 2 else ""
+            if "." in category:
+                return f"gives filterwarnings the category {category} (pytest imports its module)"
     if isinstance(func, ast.Attribute) and func.attr == "usefixtures":
         for arg in node.args:
-            if isinstance(arg, ast.Constant) and arg.value not in ALLOWED_FIXTURES:
+            if not isinstance(arg, ast.Constant):
+                return "uses fixtures named by a computed value"
+            if arg.value not in ALLOWED_FIXTURES:
                 return f"uses the fixture {arg.value!s}"
     return None
 
@@ -464,10 +692,14 @@ def _outside_brackets(field: str) -> str:
     return "".join(out)
 
 
-def _may_reach_unittest(tree: ast.Module) -> bool:
+def _may_reach_unittest(tree: ast.Module, solution_imports: dict[str, ast.stmt]) -> bool:
     """Whether unittest.TestCase can be a base of the file's classes: the file imports unittest, or takes
-    every name of the module under test (which may have imported it)."""
+    every name of the module under test (which may have imported it), or a name it has from unittest."""
+    from_unittest = {name for name, stmt in solution_imports.items() if _imported_module(stmt) == "unittest"}
     for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == MODULE_UNDER_TEST and \
+                any(a.name in from_unittest for a in node.names):
+            return True
         if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "unittest" for a in node.names):
             return True
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "unittest":
@@ -477,18 +709,73 @@ def _may_reach_unittest(tree: ast.Module) -> bool:
     return False
 
 
+def _imported_module(stmt: ast.stmt) -> str:
+    """The top-level module a one-name import takes its name from."""
+    if isinstance(stmt, ast.Import):
+        return stmt.names[0].name.split(".")[0]
+    return ((stmt.module or "") if isinstance(stmt, ast.ImportFrom) else "").split(".")[0]
+
+
 def _class_body(node: ast.ClassDef, strict: bool) -> str | None:
     """No name in a class body that unittest or pytest calls with its own objects (see PROTOCOL_METHODS,
-    SAFE_DUNDERS): a class without bases can still be mixed into a TestCase, so every class is checked."""
+    SAFE_DUNDERS): a class without bases can still be mixed into a TestCase, so every class is checked.
+    A set-up or tear-down hook is bound only by a ``def`` (whose arguments ``_hook`` checks)."""
+    hooks = {id(s) for s in node.body if isinstance(s, ast.FunctionDef)}
     for stmt in node.body:
         for name in _class_binds(stmt):
-            if name in PROTOCOL_METHODS:
-                return f"class {node.name} defines {name} (unittest calls it with pytest's item)"
-            if name.startswith("__") and name.endswith("__"):
-                if name not in SAFE_DUNDERS:
-                    return f"class {node.name} defines {name}"
-            elif name.startswith("_") and strict:
-                return f"class {node.name} defines {name} (unittest calls private methods with its result)"
+            why = _class_name(node.name, name, strict)
+            if why:
+                return why
+            if name in SETUP_HOOKS and id(stmt) not in hooks:
+                return f"class {node.name} binds {name} other than by def"
+    return None
+
+
+def _class_name(owner: str, name: str, strict: bool) -> str | None:
+    """Why a class may not have an attribute of this name (see ``_class_body``), or None."""
+    if name in PROTOCOL_METHODS:
+        return f"class {owner} defines {name} (unittest calls it with pytest's item)"
+    if name.startswith("__") and name.endswith("__"):
+        if name not in SAFE_DUNDERS:
+            return f"class {owner} defines {name}"
+    elif name.startswith("_") and strict:
+        return f"class {owner} defines {name} (unittest calls private methods with its result)"
+    return None
+
+
+# class factories that name their attributes in strings: namedtuple("B", "x run") makes B.run, which a
+# TestCase mixing B in would have unittest call with pytest's item
+_CLASS_FACTORIES = frozenset({"namedtuple", "NamedTuple"})
+
+
+def _class_factory(node: ast.Call, strict: bool) -> str | None:
+    """A namedtuple's field names are class attributes: constants, each allowed as a class body's name."""
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    if name not in _CLASS_FACTORIES:
+        return None
+    fields = node.args[1] if len(node.args) > 1 else next(
+        (k.value for k in node.keywords if k.arg in ("field_names", "fields")), None)
+    owner = str(node.args[0].value) if node.args and isinstance(node.args[0], ast.Constant) else name
+    names: list[str] = []
+    if fields is None and name == "NamedTuple":  # NamedTuple("B", x=int)
+        names = [k.arg for k in node.keywords if k.arg]
+    elif isinstance(fields, ast.Constant) and isinstance(fields.value, str):
+        names = fields.value.replace(",", " ").split()
+    elif isinstance(fields, (ast.List, ast.Tuple)):
+        for e in fields.elts:
+            if isinstance(e, (ast.Tuple, ast.List)) and e.elts:  # NamedTuple("B", [("x", int)])
+                e = e.elts[0]
+            if not (isinstance(e, ast.Constant) and isinstance(e.value, str)):
+                return f"{name} with computed field names"
+            names.append(e.value)
+    else:
+        return f"{name} with computed field names"
+    for field in names:
+        why = _class_name(owner, field, strict) or (
+            f"class {owner} binds {field} other than by def" if field in SETUP_HOOKS else None)
+        if why:
+            return why
     return None
 
 
@@ -523,13 +810,16 @@ def _hook(node: ast.FunctionDef, parents: dict[int, ast.AST]) -> str | None:
         return f"defines the module hook {node.name}"
     if node.name in SETUP_HOOKS:
         params = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
-        passed = params[1:] if isinstance(parent, ast.ClassDef) else params
+        static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+        passed = params[1:] if isinstance(parent, ast.ClassDef) and not static else params
         used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
         for arg in passed:
             if arg.arg in used:
                 return f"{node.name} reads its argument {arg.arg} (pytest's own object)"
         if node.args.vararg or node.args.kwarg:
             return f"{node.name} takes *args/**kwargs"
+        if len(passed) > _HOOK_ARGUMENTS.get(node.name, 0) or node.args.kwonlyargs:
+            return f"{node.name} takes more than the standard arguments"
     return None
 
 

@@ -123,3 +123,31 @@ def test_a_file_writing_forged_lines_is_tampered_and_the_json_still_comes(files,
     # caught before running by the static scan (os.write): tampered on both versions, never a pass
     assert statuses["test_unknown_status"] == ("tampered", "tampered", "both_fail")
     assert statuses["test_honest"] == ("tampered", "tampered", "both_fail")  # the scan is per file
+
+
+@pytest.mark.slow
+def test_the_json_of_the_real_command_carries_each_files_flag(files, tmp_path: Path) -> None:
+    """`python -m evalmislead_assets.cli score --json` as a user runs it: a file inside the subset says so, and a
+    file outside says why, here a name the code under test imports (its `import os`, taken by the star import)."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+
+    def score(tests: str) -> dict:
+        files["tests"].write_text(tests)
+        proc = subprocess.run([sys.executable, "-m", "evalmislead_assets.cli", *_args(files, "--json")], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout)
+
+    files["buggy"].write_text("import os\n\n" + BUGGY)
+    star = "from solution import *\n\n\ndef test_keeps_positives():\n    assert get_positive([-1, 2]) == [2]\n"
+    out = score(star)
+    assert (out["verified"], out["unverified_reason"]) == (False, "takes os from solution, which imports os")
+    assert [(t["buggy_status"], t["fixed_status"]) for t in out["tests"]] == [("failed", "passed")]
+    files["buggy"].write_text(BUGGY)
+    out = score(star)
+    assert (out["verified"], out["unverified_reason"]) == (True, None)

@@ -161,3 +161,26 @@ def test_a_file_outside_the_verified_subset_is_still_run_and_scored_with_its_rea
                     {"condition": "buggy_code", "thinking": "off"})
     assert wh.query_df("SELECT count(*) FILTER (WHERE verified), count(*) FILTER (WHERE NOT verified), "
                     "count(*) FILTER (WHERE verified IS NULL) FROM generated_tests").values.tolist() == [[1, 1, 1]]
+
+
+class CollectsOneTest(NothingToRun):
+    """A sandbox whose every module collects one test, ``test_one`` (the flag is set before anything runs)."""
+
+    def collect(self, modules: Sequence[Module]) -> list[Collected]:
+        self.asked.append(len(modules))
+        return [Collected(["test_one"], None, 0.0) for _ in modules]
+
+
+def test_the_verified_flag_sees_what_the_module_under_test_imports() -> None:
+    """``from solution import *`` takes the problem's own imports: an ``import os`` there is the test file's."""
+    problems = pd.DataFrame({"task_id": ["Python/1", "Python/2"], "problem_idx": [1, 2], "entry_point": ["f", "f"],
+                             "buggy_code": ["import os\ndef f(x):\n    return x + 1\n",
+                                            "import math\ndef f(x):\n    return x + 1\n"],
+                             "fixed_code": ["def f(x):\n    return x\n", "def f(x):\n    return x\n"]}
+                            ).set_index("task_id")
+    answer = "```python\nfrom solution import *\n\ndef test_one():\n    assert f(1) == 1\n```"
+    generations = pd.DataFrame({"task_id": ["Python/1", "Python/2"], "problem_idx": [1, 2],
+                                "response_text": [answer, answer], "finish_reason": ["stop"] * 2, "error": [None] * 2})
+    generated = build_generated_tests(generations, problems, CollectsOneTest(), max_tests=5)  # type: ignore[arg-type]
+    assert generated["verified"].tolist() == [False, True]
+    assert generated["unverified_reason"].tolist() == ["takes os from solution, which imports os", None]
