@@ -8,7 +8,8 @@ only agrees with the correct behaviour.
 
 Label of a spec: some examples agree with the buggy version only and none with the fixed only =>
 ``transcribes_bug``; the reverse => ``restores_correct``; otherwise (no example, every example agrees with
-both or neither, or examples on both sides) no label, with the reason in ``note``.
+both or neither, examples on both sides, or one lone example among a majority that agrees with neither
+version) no label, with the reason in ``note`` (``label_from_outcomes``).
 
 Safety: the spec's text is never executed in this process. Arguments and expected values are read with
 ``ast.literal_eval`` (literals only: numbers, strings, bytes, tuples, lists, dicts, sets, booleans, None)
@@ -135,8 +136,8 @@ def _call_values(call: ast.Call) -> tuple[bool, tuple[Any, ...], tuple[tuple[str
 
 # between the call and the value: "->", "=>", "==", "returns", "should return", "# Returns", "# ->", "# Output:"
 _ARROW = re.compile(
-    r"^\s*(?:\#\s*)?(?:->|=>|==|→|(?:it\s+)?(?:returns|should\s+return|will\s+return|would\s+return|return|gives|"
-    r"outputs|output\s*:|result\s*:|is\s+expected\s+to\s+return)\b:?)\s*",
+    r"^\s*(?:\#\s*)?(?:->|=>|==|→|(?:output|result)\s*:|(?:it\s+)?(?:returns|should\s+return|will\s+return|"
+    r"would\s+return|return|gives|outputs|is\s+expected\s+to\s+return)\b:?)\s*",
     re.I,
 )
 _BULLET = re.compile(r"^\s*(?:[-*+•]\s+|\d+[.)]\s+)?")
@@ -232,19 +233,28 @@ class ExecLabel:
 
 
 def label_from_outcomes(outcomes: Sequence[str]) -> tuple[str | None, str | None]:
-    """(category, note) from the examples' cells (``execution.cells.outcome``)."""
+    """(category, note) from the examples' cells (``execution.cells.outcome``).
+
+    One version's examples only => its category. A lone such example is no evidence when most of the
+    spec's examples agree with neither version: such a spec describes another function, and one of its
+    examples can agree with a version by coincidence (an empty input, a zero).
+    """
     buggy_only = sum(o == "misleading" for o in outcomes)
     fixed_only = sum(o == "effective" for o in outcomes)
+    both_pass = sum(o == "both_pass" for o in outcomes)
+    neither = len(outcomes) - buggy_only - fixed_only - both_pass
     if not outcomes:
         return None, NO_EXAMPLES
-    if buggy_only and not fixed_only:
-        return "transcribes_bug", None
-    if fixed_only and not buggy_only:
-        return "restores_correct", None
     if buggy_only and fixed_only:
         return None, (f"examples on both sides: {buggy_only} agree with the buggy version only, "
                       f"{fixed_only} with the fixed version only")
-    return None, NO_SIDE
+    side = buggy_only + fixed_only
+    if not side:
+        return None, NO_SIDE
+    if side == 1 and neither > side + both_pass:
+        return None, (f"one example agrees with the {'buggy' if buggy_only else 'fixed'} version only and "
+                      f"{neither} of {len(outcomes)} with neither version: the spec describes another function")
+    return ("transcribes_bug" if buggy_only else "restores_correct"), None
 
 
 def judge_by_execution(jobs: Sequence[tuple[str, str, str, str]], sandbox: Sandbox,
