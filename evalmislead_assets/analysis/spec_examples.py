@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
+
 from evalmislead_assets.execution.cells import score_many
 from evalmislead_assets.sandbox.host import Sandbox
 
@@ -285,3 +287,39 @@ def judge_by_execution(jobs: Sequence[tuple[str, str, str, str]], sandbox: Sandb
 
 def examples_json(label: ExecLabel) -> str:
     return json.dumps(label.examples, ensure_ascii=False)
+
+
+EXEC_COLUMNS = ["exec_category", "exec_note", "exec_n_examples", "exec_n_buggy_only", "exec_n_fixed_only",
+                "exec_n_both_pass", "exec_n_neither", "exec_examples"]
+
+
+def execution_labels(specs: pd.DataFrame, problems: pd.DataFrame, sandbox: Sandbox,
+                     max_examples: int = MAX_EXAMPLES) -> pd.DataFrame:
+    """One row per spec (thinking, task_id and ``EXEC_COLUMNS``); ``specs``: thinking, task_id, spec_text;
+    ``problems``: task_id, entry_point, buggy_code, fixed_code. Every spec's examples run in one sandbox batch."""
+    probs = problems.drop_duplicates("task_id").set_index("task_id")
+    rows: list[dict[str, Any]] = []
+    jobs, pending = [], []
+    for s in specs.itertuples(index=False):
+        row: dict[str, Any] = {"thinking": s.thinking, "task_id": s.task_id, **dict.fromkeys(EXEC_COLUMNS)}
+        rows.append(row)
+        text = s.spec_text if isinstance(s.spec_text, str) else ""
+        if s.task_id not in probs.index:
+            row["exec_note"] = "problem not stored; materialize problems"
+        elif not text.strip():
+            row["exec_note"] = "no spec text"
+        else:
+            p = probs.loc[s.task_id]
+            jobs.append((text, str(p["entry_point"]), str(p["buggy_code"]), str(p["fixed_code"])))
+            pending.append(row)
+    for row, lab in zip(pending, judge_by_execution(jobs, sandbox, max_examples)):
+        row.update({
+            "exec_category": lab.category, "exec_note": lab.note, "exec_n_examples": lab.n_examples,
+            "exec_n_buggy_only": lab.n_buggy_only, "exec_n_fixed_only": lab.n_fixed_only,
+            "exec_n_both_pass": lab.n_both_pass, "exec_n_neither": lab.n_neither, "exec_examples": examples_json(lab),
+        })
+    df = pd.DataFrame(rows, columns=["thinking", "task_id", *EXEC_COLUMNS])
+    for c in EXEC_COLUMNS:
+        if c.startswith("exec_n_"):
+            df[c] = df[c].astype("Int32")
+    return df
