@@ -146,7 +146,7 @@ _BULLET = re.compile(r"^\s*(?:[-*+•]\s+|\d+[.)]\s+)?")
 
 
 def _clean(line: str) -> str:
-    """A line without its list bullet, markdown backticks, and a leading ``assert``/``print(...)``-free form."""
+    """The line without its list bullet, its markdown backticks and a leading ``assert``."""
     line = _BULLET.sub("", line).replace("`", "").strip()
     if line.startswith("assert "):
         line = line[len("assert "):].strip()
@@ -175,13 +175,13 @@ def extract_examples(spec: str, name: str) -> list[Example]:
         if not ok:
             continue
         m = _ARROW.match(rest)
+        nxt = _clean(lines[i]) if i < len(lines) and not rest.strip() else ""
+        m_next = _ARROW.match(nxt) if nxt else None
         if m:
             ok, expected = read_value(rest[m.end():])
-        elif not rest.strip() and i < len(lines) and _ARROW.match(_clean(lines[i])):
-            # the value on the next line: "f(x)" then "# Output: y" (or "-> y", "Returns y")
-            nxt = _clean(lines[i])
+        elif m_next:  # the value on the next line: "f(x)" then "# Output: y" (or "-> y", "Returns y")
             i += 1
-            ok, expected = read_value(nxt[_ARROW.match(nxt).end():])  # type: ignore[union-attr]
+            ok, expected = read_value(nxt[m_next.end():])
         elif doctest and not rest.strip():  # doctest: the expected output is on the following lines
             out: list[str] = []
             while i < len(lines) and lines[i].strip() and not lines[i].strip().startswith((">>>", "```")):
@@ -286,7 +286,7 @@ def judge_by_execution(jobs: Sequence[tuple[str, str, str, str]], sandbox: Sandb
 
 
 def examples_json(label: ExecLabel) -> str:
-    return json.dumps(label.examples, ensure_ascii=False)
+    return json.dumps(label.examples)  # ASCII: a lone surrogate in a spec stays an escape, never a write error
 
 
 EXEC_COLUMNS = ["exec_category", "exec_note", "exec_n_examples", "exec_n_buggy_only", "exec_n_fixed_only",
