@@ -45,19 +45,27 @@ def spec_label_splits(
 ) -> pd.DataFrame:
     """Rates of each split condition's tests grouped by the spec's label (same thinking mode).
 
-    Two groupings (``split_by``): by category (transcribes_bug / restores_correct / neither;
+    Groupings (``split_by``): by category (transcribes_bug / restores_correct / neither;
     problems without one form 'unlabelled'), and by label (a) alone as PROTOCOL.md words the
     split: ``transcribes_bug=yes`` / ``transcribes_bug=no`` (``=unlabelled`` where (a) is missing).
-    ``labels``: thinking, task_id, category and, where known, transcribes_bug.
+    Where the execution judge ran (``exec_n_examples`` stored for some spec), also by its category
+    alone (``split_by = execution``): transcribes_bug / restores_correct / ``no_evidence``, so the
+    problems it gives no label are counted in their own row.
+    ``labels``: thinking, task_id, category and, where known, transcribes_bug and the exec_* columns.
     """
     conds = plan.section("spec_labels").get("split_conditions", ["buggy_code"])
     counts = problem_counts(outcomes)
     ans = answered(generations, generated, outcomes)
     lab = frame(labels, ["thinking", "task_id", "category"])
     lab = lab.assign(label_a=_label_a(lab)) if len(lab) else lab.assign(label_a=pd.Series(dtype=object))
+    executed = "exec_n_examples" in lab.columns and bool(lab["exec_n_examples"].notna().any())
+    lab = lab.assign(exec_split=lab["exec_category"].astype(object) if executed else None)
+    groupings = [("category", "category"), ("transcribes_bug", "label_a")] + ([("execution", "exec_split")]
+                                                                               if executed else [])
     rows = []
     for thinking in THINKING_MODES:
-        lt = lab[lab["thinking"] == thinking][["task_id", "category", "label_a"]].drop_duplicates("task_id")
+        lt = lab[lab["thinking"] == thinking][["task_id", "category", "label_a", "exec_split"]].drop_duplicates(
+            "task_id")
         if lt.empty:
             continue
         for cond in conds:
@@ -67,7 +75,8 @@ def spec_label_splits(
             pp = per_problem(counts, probs, cond, thinking).merge(lt, on="task_id", how="left")
             pp["category"] = pp["category"].astype(object).where(pp["category"].notna(), "unlabelled")
             pp["label_a"] = "transcribes_bug=" + pp["label_a"].astype(object).where(pp["label_a"].notna(), "unlabelled")
-            for split_by, column in (("category", "category"), ("transcribes_bug", "label_a")):
+            pp["exec_split"] = pp["exec_split"].astype(object).where(pp["exec_split"].notna(), "no_evidence")
+            for split_by, column in groupings:
                 for cat, g in pp.groupby(column, sort=True):
                     rows.append({
                         "thinking": thinking, "condition": cond, "category": cat, "n_problems": len(g),

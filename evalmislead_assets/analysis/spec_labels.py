@@ -4,8 +4,10 @@ Each model-written spec gets two labels (PROTOCOL.md, "Spec labels"):
 ``transcribes_bug`` (it states the bug's behaviour as intended) and ``states_correct`` (it
 states the correct behaviour of the part the bug changed). A judge model labels every spec
 from the buggy/fixed diff; an answer that does not follow the two-line format leaves the
-label NULL with the reason in ``judge_error`` (never guessed). A person labels a seeded
-random sample in a CSV; human labels replace the judge's where given.
+label NULL with the reason in ``judge_error`` (never guessed). A second judge needs no model:
+it runs the examples the spec states against both versions (``spec_examples``) and labels only
+where they side with one version. A person labels a seeded random sample in a CSV. Per label the
+human's value wins, then the execution judge's where it has evidence, then the LLM judge's.
 
 Category (one per spec): ``transcribes_bug`` if (a) is yes; else ``restores_correct`` if
 (b) is yes; else ``neither``; NULL while a needed label is missing.
@@ -27,6 +29,7 @@ import pandas as pd
 
 from evalmislead_assets.analysis import bootstrap
 from evalmislead_assets.analysis import plan as analysis_plan
+from evalmislead_assets.analysis.spec_examples import EXEC_COLUMNS
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.llm.prompts import Template
 from evalmislead_assets.llm.reasoning import strip_think
@@ -35,6 +38,7 @@ from evalmislead_assets.store.values import is_missing
 
 JUDGE_TEMPLATE = "spec_judge"
 LABELS = ("transcribes_bug", "states_correct")
+SOURCES = ("human", "execution", "judge")  # a label's source, first given wins
 CATEGORIES = ("transcribes_bug", "restores_correct", "neither")
 REVIEW_COLUMNS = [
     "thinking", "task_id", "entry_point", "spec_sha256", "spec_text", "diff",
@@ -285,14 +289,32 @@ def _opt(v: Any) -> bool | None:
     return None if is_missing(v) else bool(v)
 
 
-def combine(judged: pd.DataFrame, human: pd.DataFrame | None) -> tuple[pd.DataFrame, list[str]]:
-    """Judge rows + human rows -> final labels (human wins per label). Returns (rows, notes).
+def _exec_label(category_: Any, lab: str) -> bool | None:
+    """The execution judge's value of one label: (a) from either category, (b) only where it restores."""
+    if is_missing(category_):
+        return None
+    if lab == "transcribes_bug":
+        return category_ == "transcribes_bug"
+    return True if category_ == "restores_correct" else None
 
+
+def combine(judged: pd.DataFrame, human: pd.DataFrame | None,
+            executed: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Judge rows + execution rows + human rows -> final labels. Returns (rows, notes).
+
+    Per label the human's value wins, then the execution judge's where it has evidence
+    (``spec_examples.execution_labels``: thinking, task_id, exec_* columns), then the LLM judge's.
     A human row whose spec_sha256 differs from the stored spec (the spec was regenerated) is
     ignored and noted.
     """
     notes: list[str] = []
     out = judged.copy()
+    if executed is not None and len(executed):
+        ex = executed.drop_duplicates(["thinking", "task_id"])
+        out = out.merge(ex[["thinking", "task_id", *EXEC_COLUMNS]], on=["thinking", "task_id"], how="left")
+    for c in EXEC_COLUMNS:
+        if c not in out.columns:
+            out[c] = None
     for c in ("in_review_sample",):
         out[c] = False
     for c in ("human_transcribes_bug", "human_states_correct", "human_note"):
@@ -313,26 +335,43 @@ def combine(judged: pd.DataFrame, human: pd.DataFrame | None) -> tuple[pd.DataFr
                 out.iat[i, out.columns.get_loc(c)] = h[c]
     finals: dict[str, list[Any]] = {lab: [] for lab in LABELS}
     sources, cats = [], []
+    agree = []
     for _, r in out.iterrows():
         vals, src = {}, []
         for lab in LABELS:
-            human_v, judge_v = _opt(r[f"human_{lab}"]), _opt(r[f"judge_{lab}"])
-            vals[lab] = human_v if human_v is not None else judge_v
-            src.append("human" if human_v is not None else ("judge" if judge_v is not None else None))
-            finals[lab].append(vals[lab])
-        known = {s for s in src if s}
-        sources.append(None if not known else (known.pop() if len(known) == 1 else "human+judge"))
+            given = (("human", _opt(r[f"human_{lab}"])), ("execution", _exec_label(r["exec_category"], lab)),
+                     ("judge", _opt(r[f"judge_{lab}"])))
+            source, value = next(((k, v) for k, v in given if v is not None), (None, None))
+            vals[lab] = value
+            src.append(source)
+            finals[lab].append(value)
+        known = [k for k in SOURCES if k in src]
+        sources.append("+".join(known) if known else None)
         cats.append(category(vals["transcribes_bug"], vals["states_correct"]))
+        llm = category(_opt(r["judge_transcribes_bug"]), _opt(r["judge_states_correct"]))
+        agree.append(None if llm is None or is_missing(r["exec_category"]) else llm == r["exec_category"])
     for lab in LABELS:
         out[lab] = pd.Series(finals[lab], index=out.index, dtype=object)
     out["label_source"] = sources
     out["category"] = cats
+    out["judges_agree"] = pd.Series(agree, index=out.index, dtype=object)
     cols = analysis_plan.columns("spec_labels")
     return out[cols].reset_index(drop=True), notes
 
 
+def _agreement_row(thinking: str, label: str, h: list[Any], j: list[Any]) -> dict[str, Any]:
+    pairs = [(a, b) for a, b in zip(h, j) if a is not None and b is not None]
+    n = len(pairs)
+    agree = sum(a == b for a, b in pairs)
+    kappa = bootstrap.cohen_kappa(np.array([str(a) for a, _ in pairs]), np.array([str(b) for _, b in pairs]))
+    return {"thinking": thinking, "label": label, "n_reviewed": n, "n_agree": agree,
+            "agreement": agree / n if n else float("nan"), "kappa": kappa}
+
+
 def agreement(labels: pd.DataFrame) -> pd.DataFrame:
-    """Human vs judge on reviewed specs where both gave the label: counts, fraction, Cohen's kappa."""
+    """Human vs LLM judge on reviewed specs where both gave the label: counts, fraction, Cohen's kappa; then the
+    execution judge's category vs the LLM judge's (every spec) and vs the human's (reviewed specs), where both
+    give one (rows ``execution_vs_judge``, ``execution_vs_human``; only where the execution judge ran)."""
     rows = []
     for thinking in sorted(set(labels["thinking"])) if len(labels) else []:
         sub = labels[(labels["thinking"] == thinking) & labels["in_review_sample"].astype(bool)]
@@ -345,12 +384,17 @@ def agreement(labels: pd.DataFrame) -> pd.DataFrame:
             else:
                 h = [_opt(v) for v in sub[f"human_{lab}"]]
                 j = [_opt(v) for v in sub[f"judge_{lab}"]]
-            pairs = [(a, b) for a, b in zip(h, j) if a is not None and b is not None]
-            n = len(pairs)
-            agree = sum(a == b for a, b in pairs)
-            kappa = bootstrap.cohen_kappa(np.array([str(a) for a, _ in pairs]), np.array([str(b) for _, b in pairs]))
-            rows.append({"thinking": thinking, "label": lab, "n_reviewed": n, "n_agree": agree,
-                         "agreement": agree / n if n else float("nan"), "kappa": kappa})
+            rows.append(_agreement_row(thinking, lab, h, j))
+        every = labels[labels["thinking"] == thinking]
+        if "exec_n_examples" not in every.columns or not every["exec_n_examples"].notna().any():
+            continue  # the execution judge did not run (a table stored before it)
+        ex = [None if is_missing(v) else str(v) for v in every["exec_category"]]
+        llm = [category(_opt(a), _opt(b)) for a, b in zip(every["judge_transcribes_bug"], every["judge_states_correct"])]
+        rows.append(_agreement_row(thinking, "execution_vs_judge", ex, llm))
+        reviewed = every["in_review_sample"].astype(bool).to_numpy()
+        hum = [category(_opt(a), _opt(b)) for a, b in zip(every["human_transcribes_bug"], every["human_states_correct"])]
+        rows.append(_agreement_row(thinking, "execution_vs_human", [e for e, r in zip(ex, reviewed) if r],
+                                   [x for x, r in zip(hum, reviewed) if r]))
     cols = analysis_plan.columns("spec_label_agreement")
     return pd.DataFrame(rows, columns=cols)
 
@@ -361,6 +405,15 @@ def category_counts(labels: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["thinking", "category", "n_specs"])
     cat = labels["category"].astype(object).where(labels["category"].notna(), "unlabelled")
     return (labels.assign(category=cat).groupby(["thinking", "category"]).size()
+            .rename("n_specs").reset_index())
+
+
+def execution_counts(labels: pd.DataFrame) -> pd.DataFrame:
+    """Specs per thinking mode and execution-judge category; ``no_evidence`` where it gives none."""
+    if labels.empty or "exec_category" not in labels.columns:
+        return pd.DataFrame(columns=["thinking", "exec_category", "n_specs"])
+    cat = labels["exec_category"].astype(object).where(labels["exec_category"].notna(), "no_evidence")
+    return (labels.assign(exec_category=cat).groupby(["thinking", "exec_category"]).size()
             .rename("n_specs").reset_index())
 
 

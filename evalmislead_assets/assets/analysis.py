@@ -17,7 +17,6 @@ import pandas as pd
 from dagster import (
     AssetExecutionContext,
     AssetIn,
-    Config,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -31,12 +30,14 @@ from evalmislead_assets import settings, study_models
 from evalmislead_assets.analysis import problem_level, rates, repetition, secondary
 from evalmislead_assets.analysis.plan import Plan, cells_present
 from evalmislead_assets.analysis.reasoning_mentions import load_keywords
+from evalmislead_assets.analysis.spec_examples import execution_labels
 from evalmislead_assets.analysis.spec_labels import (
     JUDGE_CALL_FAILED,
     JUDGE_TEMPLATE,
     agreement,
     category_counts,
     combine,
+    execution_counts,
     human_labels_given,
     judge_specs,
     read_review_csv,
@@ -53,6 +54,7 @@ from evalmislead_assets.analysis.upstream import (
 )
 from evalmislead_assets.assets.analysis_inputs import UPSTREAM, plan_code_version, say_notes, study_plan
 from evalmislead_assets.assets.model_scope import model_path
+from evalmislead_assets.assets.sandbox_config import ExecutionConfig, isolation_note, make_sandbox, warn_if_degraded
 from evalmislead_assets.assets.table_outs import table_outs
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.prompts import load_template
@@ -274,8 +276,8 @@ def _judge_who(judge_llm: LLMResource) -> str:
             "EVALMISLEAD_JUDGE_URL sets another server")
 
 
-class SpecLabelsConfig(Config):
-    """Launchpad settings of the spec_labels asset."""
+class SpecLabelsConfig(ExecutionConfig):
+    """Launchpad settings of the spec_labels asset (workers, timeout_s: the sandbox that runs the specs' examples)."""
 
     judge_max_tokens: Optional[int] = Field(
         default=None, ge=1,
@@ -286,7 +288,9 @@ class SpecLabelsConfig(Config):
 @multi_asset(
     group_name=GROUP,
     outs=table_outs("spec_labels", SPEC_LABEL_TABLES, plan_code_version(template=f"{JUDGE_TEMPLATE}.md"),
-                    "Two labels per model-written spec by a judge model (prompts/spec_judge.md), human review CSV "
+                    "Two labels per model-written spec by a judge model (prompts/spec_judge.md) and by running the "
+                    "examples the spec states against both versions in the sandbox (the execution judge, which wins "
+                    "over the LLM judge where it has evidence), human review CSV "
                     "exported/imported (human labels win); agreement and the misleading rate split by label are "
                     "its side tables spec_label_agreement and spec_label_splits."),
     ins={"model_specs": AssetIn(metadata={"columns": ["thinking", "task_id", "problem_idx", "spec_text", "error"],
@@ -320,7 +324,10 @@ def spec_labels(
         path, review_sample(specs, int(sec.get("review_sample_size", 20)), int(sec.get("review_seed", plan.seed))),
         problems)
     human = read_review_csv(path) if path.exists() else None
-    labels, notes = combine(judged, human)
+    sandbox = make_sandbox(config)
+    executed = execution_labels(specs, problems, sandbox)
+    warn_if_degraded(context, sandbox)
+    labels, notes = combine(judged, human, executed)
     labels.insert(0, "plan_sha256", plan.sha256)
     agree = agreement(labels)
     agree.insert(0, "plan_sha256", plan.sha256)
@@ -333,7 +340,8 @@ def spec_labels(
             "specs": len(labels), "judge_unparsed_or_failed": int(labels["judge_error"].notna().sum()),
             "review_csv": MetadataValue.path(str(path)), "review_rows_added": added,
             "human_labels_imported": human_labels_given(human), "notes": MetadataValue.json(notes),
-            "categories": _md(category_counts(labels)), **meta}),
+            "categories": _md(category_counts(labels)), "execution_judge": _md(execution_counts(labels)),
+            "sandbox": isolation_note(sandbox.isolation), **meta}),
         Output(agree, output_name="spec_label_agreement", metadata={
             "rows": len(agree), "agreement": _md(agree.drop(columns="plan_sha256").round(3)), **meta}),
         Output(splits, output_name="spec_label_splits", metadata={

@@ -192,17 +192,22 @@ def spec_section(data) -> list[str]:
     cc = category_counts(lab).pivot(index="thinking", columns="category", values="n_specs").fillna(0).astype(int)
     cols = ["transcribes_bug", "restores_correct", "neither"] + (["unlabelled"] if "unlabelled" in cc.columns else [])
     cc = cc.reindex(columns=cols, fill_value=0).reset_index()
-    out += ["Specs per category (after human review; human labels replace the judge's):", "", md_table(cc)]
+    out += ["Specs per category (human labels first, then the execution judge where it has evidence, then the "
+            "LLM judge):", "", md_table(cc)]
     src = lab["label_source"].fillna("none").value_counts().to_dict()
     unparsed = int(lab["judge_error"].notna().sum())
     out += ["", f"Label sources: {', '.join(f'{k} {v}' for k, v in sorted(src.items()))}; "
                 f"specs with a judge error or unparseable answer: {unparsed}."]
+    out += _execution_judge_lines(lab)
     ag = data.spec_label_agreement
+    pairs = ag["label"].isin(EXEC_PAIRS) if len(ag) else pd.Series(dtype=bool)
+    if len(ag) and pairs.any():
+        out += ["", "The execution judge against the LLM judge (every spec) and the human review (reviewed specs), "
+                    "on the category, where both give one:", "", _agreement_table(ag[pairs])]
+        ag = ag[~pairs]
     if len(ag) and ag["n_reviewed"].sum() > 0:
-        out += ["", "Agreement of the human review with the judge (specs labelled by both):", "", md_table(pd.DataFrame([{
-            "thinking": x["thinking"], "label": x["label"], "reviewed": x["n_reviewed"], "agree": x["n_agree"],
-            "agreement": pct(x["agreement"], 0), "Cohen's κ": "–" if missing(x["kappa"]) else f"{x['kappa']:.2f}",
-        } for _, x in ag.iterrows()]))]
+        out += ["", "Agreement of the human review with the LLM judge (specs labelled by both):", "",
+                _agreement_table(ag)]
     else:
         review = f"`{data.review_csv}`" if data.review_csv else "the review CSV (EVALMISLEAD_REVIEW_CSV)"
         out += ["", f"_No human labels imported yet: fill in {review} and re-materialize `spec_labels`._"]
@@ -211,7 +216,9 @@ def spec_section(data) -> list[str]:
         by = sp["split_by"].fillna("category") if "split_by" in sp.columns else pd.Series("category", index=sp.index)
         for split, title in (("transcribes_bug", "by label (a), does the spec transcribe the bug (as PROTOCOL.md "
                                                  "words the split)"),
-                             ("category", "by the spec's category")):
+                             ("category", "by the spec's category"),
+                             ("execution", "by the execution judge alone (no_evidence: the problems whose spec's "
+                                           "examples side with neither version)")):
             part = sp[by == split]
             if part.empty:
                 continue
@@ -222,6 +229,33 @@ def spec_section(data) -> list[str]:
                         "misleading rate": rate_or_not_estimable(x["misleading_rate"], x["n_tests"]),
                         "effective rate": rate_or_not_estimable(x["effective_rate"], x["n_tests"]),
                     } for _, x in part.iterrows()]))]
+    return out
+
+
+EXEC_PAIRS = ("execution_vs_judge", "execution_vs_human")
+
+
+def _agreement_table(ag: pd.DataFrame) -> str:
+    return md_table(pd.DataFrame([{
+        "thinking": x["thinking"], "label": x["label"], "compared": x["n_reviewed"], "agree": x["n_agree"],
+        "agreement": pct(x["agreement"], 0), "Cohen's κ": "–" if missing(x["kappa"]) else f"{x['kappa']:.2f}",
+    } for _, x in ag.iterrows()]))
+
+
+def _execution_judge_lines(lab: pd.DataFrame) -> list[str]:
+    """The execution judge's counts per thinking mode, and how many specs it gives no label."""
+    if "exec_n_examples" not in lab.columns or not lab["exec_n_examples"].notna().any():
+        return []
+    out = ["", "Execution judge (the examples each spec states, run against the buggy and the fixed version; "
+               "a label only where they side with one version):"]
+    for thinking, g in lab.groupby("thinking", sort=True):
+        cat = g["exec_category"]
+        none = int(cat.isna().sum())
+        no_examples = int((g["exec_n_examples"].fillna(0) == 0).sum())
+        out.append(f"- thinking {thinking}: transcribes_bug {int((cat == 'transcribes_bug').sum())}, "
+                   f"restores_correct {int((cat == 'restores_correct').sum())}, no evidence {none} of {len(g)} "
+                   f"specs ({no_examples} without an example it can read); where it has none the label is the "
+                   "human's or the LLM judge's.")
     return out
 
 

@@ -6,6 +6,8 @@ one condition with their function names, test counts and cells, and why a file h
 ``viewer/answers/<condition>-<thinking>-<problem>.html``: the prompt the model was sent, its answer, the
 extracted test file (with the extraction's notes), each test with its status on the buggy and on the fixed
 version, its cell and its failure messages (each labelled with its version), and the bug's diff.
+``viewer/specs.html``: each model-written spec beside the bug's diff with its labels (LLM judge, execution
+judge with each example's status on both versions, human review, final).
 
 Everything shown is the model's or the test's own text, so every string is HTML-escaped. Each page carries
 one inline script, the same on every page: the filter above its tables (problem, condition, cell, free text),
@@ -226,9 +228,75 @@ def write_viewer(frames: dict[str, pd.DataFrame], out_dir: Path) -> Path:
         rows = [g for g in gens.to_dict("records") if g["condition"] == cond and g["thinking"] == thinking]
         (out / f"{cond}-{thinking}.html").write_text(_condition_page(cond, thinking, rows, files, tests, functions),
                                                     encoding="utf-8")
+    labels = frames.get("spec_labels", pd.DataFrame())
+    if len(labels):
+        specs = frames.get("model_specs", pd.DataFrame())
+        texts = {(r["thinking"], r["task_id"]): r.get("spec_text") for r in specs.to_dict("records")} if len(specs) \
+            else {}
+        (out / SPECS_PAGE).write_text(_specs_page(labels, texts, probs), encoding="utf-8")
     index = out / "index.html"
-    index.write_text(_index(cells, listed, pages, functions), encoding="utf-8")
+    index.write_text(_index(cells, listed, pages, functions, specs_page=bool(len(labels))), encoding="utf-8")
     return index
+
+
+SPECS_PAGE = "specs.html"
+SPEC_CATEGORIES = ("transcribes_bug", "restores_correct", "neither", "unlabelled")
+
+
+def _category(value: Any) -> str:
+    return _text(value) or "unlabelled"
+
+
+def _yes_no(value: Any) -> str:
+    text = _text(value)
+    return {"True": "yes", "False": "no"}.get(text, text)
+
+
+def _exec_cell(r: Mapping[str, Any]) -> str:
+    """The execution judge's label (or why it gives none) and each example with its status on both versions."""
+    if not _text(r.get("exec_n_examples")) and not _text(r.get("exec_note")):
+        return "not run"
+    head = f"<b>{_e(r.get('exec_category'))}</b>" if _text(r.get("exec_category")) else \
+        f"no evidence: {_e(r.get('exec_note'))}"
+    try:
+        examples = json.loads(_text(r.get("exec_examples")) or "[]")
+    except ValueError:
+        examples = []
+    rows = "".join(f"<li>{_status(x.get('buggy'))} / {_status(x.get('fixed'))} <code>{_e(x.get('example'))}</code></li>"
+                   for x in examples if isinstance(x, dict))
+    return head + (f"<br>examples (buggy / fixed):<ul>{rows}</ul>" if rows else "")
+
+
+def _specs_page(labels: pd.DataFrame, texts: Mapping[tuple[str, str], Any], probs: Mapping[str, Any]) -> str:
+    """Every model-written spec beside the bug's diff, with the LLM judge's, the execution judge's, the human's
+    and the final labels."""
+    rows, data, classes = [], [], []
+    for r in labels.sort_values(["thinking", "problem_idx"]).to_dict("records"):
+        p = probs.get(r["task_id"]) or {}
+        llm = "".join(f"{k.replace('_', ' ')}: {_e(_yes_no(r.get('judge_' + k)))}<br>"
+                      for k in ("transcribes_bug", "states_correct")) + _e(r.get("judge_error"))
+        human = ("".join(f"{k.replace('_', ' ')}: {_e(_yes_no(r.get('human_' + k)))}<br>"
+                         for k in ("transcribes_bug", "states_correct")) + _e(r.get("human_note"))) \
+            if r.get("in_review_sample") is True or _text(r.get("in_review_sample")) == "True" else "not sampled"
+        final = _category(r.get("category"))
+        spec = texts.get((r["thinking"], r["task_id"]))
+        rows.append([
+            f"{_e(r['task_id'])}<br><code>{_e(p.get('entry_point') or r.get('entry_point'))}</code>", _e(r["thinking"]),
+            f"<pre>{_e(spec)}</pre>" if _text(spec) else "<i>no spec text</i>",
+            bug_diff(p.get("buggy_code", ""), p.get("fixed_code", "")) if p else "",
+            llm, _exec_cell(r), human, f"<b>{_e(final)}</b><br>from {_e(r.get('label_source') or 'nobody')}",
+        ])
+        data.append(row_data(r["task_id"], r.get("problem_idx"), p.get("entry_point") or r.get("entry_point"),
+                             text=[spec], thinking=r["thinking"], cell=final))
+        classes.append("")
+    body = ["<p>Each model-written spec beside the bug's diff. Final label: the human's where given, else the "
+            "execution judge's (the spec's own examples run on both versions) where it has evidence, else the LLM "
+            "judge's. To review, fill in the human columns of the review CSV that <code>spec_labels</code> writes "
+            "(<code>EVALMISLEAD_REVIEW_CSV</code>) and materialize <code>spec_labels</code> again.</p>",
+            filter_form(data, cells=SPEC_CATEGORIES),
+            _table(["problem", "thinking", "spec", "bug (buggy → fixed)", "LLM judge", "execution judge", "human",
+                    "final"], rows, classes, data)]
+    return _page("evalmislead: model-written specs and their labels", body, up="")
 
 
 def _detail_text(t: Mapping[str, Any], limit: int = 2000) -> str:
@@ -242,9 +310,11 @@ def _detail_text(t: Mapping[str, Any], limit: int = 2000) -> str:
 
 
 def _index(cells: dict[tuple[str, str], dict[str, int]], listed: list[tuple[dict[str, Any], dict[str, Any]]],
-           pages: int, functions: Mapping[str, str]) -> str:
+           pages: int, functions: Mapping[str, str], specs_page: bool = False) -> str:
     body = [f"<p>{pages} answers, one page each. A test is <b>misleading</b> when it passes on the buggy version "
             "and fails on the fixed one (it locks the bug in), <b>effective</b> when it does the opposite.</p>",
+            *([f'<p><a href="{SPECS_PAGE}">The model-written specs and their labels</a> (LLM judge, execution '
+               "judge, human review).</p>"] if specs_page else []),
             "<h2 id=\"conditions\">Conditions</h2>",
             _table(["condition", "thinking", "answers", "tests", *(k.replace("_", " ") for k in CELL_ORDER)], [
                 [f'<a href="{_e(c)}-{_e(t)}.html">{_e(c)}</a>', _e(t),

@@ -346,12 +346,15 @@ _SPECS: tuple[Table, ...] = (
     _table(
         "spec_label_splits", "misleading and effective rates split by spec label",
         _PLAN, _THINKING, _CONDITION,
-        ("category", "VARCHAR", "a category, unlabelled, or transcribes_bug=yes|no|unlabelled"),
+        ("category", "VARCHAR", "a category, unlabelled, or transcribes_bug=yes|no|unlabelled; split_by execution: "
+                                "the execution judge's category or no_evidence"),
         ("n_problems", "INTEGER"), ("n_tests", "INTEGER"), ("n_misleading", "INTEGER"), ("misleading_rate", "DOUBLE"),
-        ("n_effective", "INTEGER"), ("effective_rate", "DOUBLE"), ("split_by", "VARCHAR", "category | transcribes_bug"),
+        ("n_effective", "INTEGER"), ("effective_rate", "DOUBLE"),
+        ("split_by", "VARCHAR", "category | transcribes_bug | execution (the execution judge alone)"),
     ),
     _table(
-        "spec_labels", "per model spec: does it transcribe the bug, does it state the correct behaviour; judge, then human",
+        "spec_labels", "per model spec: does it transcribe the bug, does it state the correct behaviour; LLM judge, execution "
+        "judge (the spec's examples run on both versions), then human",
         _PLAN, _THINKING, _TASK, _IDX, ("entry_point", "VARCHAR"), ("spec_sha256", "VARCHAR"),
         ("judge_model", "VARCHAR"), ("judge_template_sha256", "VARCHAR"), ("judge_prompt_sha256", "VARCHAR"),
         ("judge_cache_key", "VARCHAR"), ("judge_finish_reason", "VARCHAR"), ("judge_text", "VARCHAR"),
@@ -360,12 +363,24 @@ _SPECS: tuple[Table, ...] = (
         ("in_review_sample", "BOOLEAN", "in the seeded human-review sample"),
         ("human_transcribes_bug", "BOOLEAN"), ("human_states_correct", "BOOLEAN"), ("human_note", "VARCHAR"),
         ("transcribes_bug", "BOOLEAN", "final label: human if given, else judge"), ("states_correct", "BOOLEAN"),
-        ("label_source", "VARCHAR", "human | judge | human+judge"),
+        ("label_source", "VARCHAR", "human, execution or judge, or a '+' of them where the two labels differ"),
         ("category", "VARCHAR", "transcribes_bug | restores_correct | neither"),
+        ("exec_category", "VARCHAR", "execution judge: transcribes_bug | restores_correct; NULL: no evidence"),
+        ("exec_note", "VARCHAR", "why the execution judge gives no label"),
+        ("exec_n_examples", "INTEGER", "examples read from the spec and run (repeats removed, at most 20)"),
+        ("exec_n_buggy_only", "INTEGER", "examples that pass on the buggy version only"),
+        ("exec_n_fixed_only", "INTEGER", "examples that pass on the fixed version only"),
+        ("exec_n_both_pass", "INTEGER", "examples that pass on both versions"),
+        ("exec_n_neither", "INTEGER", "examples that pass on neither version"),
+        ("exec_examples", "VARCHAR", "JSON: each example's line and its status on each version"),
+        ("judges_agree", "BOOLEAN", "the LLM judge's category is the execution judge's; NULL where either has none"),
     ),
     _table(
-        "spec_label_agreement", "human vs judge agreement on the reviewed specs",
-        _PLAN, _THINKING, ("label", "VARCHAR", "transcribes_bug | states_correct"), ("n_reviewed", "INTEGER"),
+        "spec_label_agreement", "human vs LLM judge on the reviewed specs; execution judge vs each of them",
+        _PLAN, _THINKING,
+        ("label", "VARCHAR", "transcribes_bug | states_correct | category: human vs LLM judge; execution_vs_judge | "
+                             "execution_vs_human: the category"),
+        ("n_reviewed", "INTEGER", "specs both sides label"),
         ("n_agree", "INTEGER"), ("agreement", "DOUBLE"), ("kappa", "DOUBLE", "Cohen's kappa"),
     ),
     # ---------------------------------------------------------------- mutation score

@@ -175,6 +175,22 @@ def test_spec_label_splits_by_hand(plan):
     assert (sp["thinking"] == "off").all()  # no thinking-on labels given
 
 
+def test_spec_label_splits_by_the_execution_judge_count_the_problems_without_evidence(plan):
+    outcomes, gens, gt = tables()
+    labels = pd.DataFrame({"thinking": "off", "task_id": [f"Python/{i}" for i in range(4)],
+                           "category": ["transcribes_bug", "restores_correct", "neither", "transcribes_bug"],
+                           "exec_category": ["transcribes_bug", None, None, "restores_correct"],
+                           "exec_n_examples": [2, 0, 3, 1]})
+    sp = spec_label_splits(outcomes, gens, gt, labels, plan)
+    b = sp[(sp["condition"] == "buggy_code") & (sp["split_by"] == "execution")].set_index("category")
+    # Python/1 and Python/2 have no evidence, Python/4 no label row at all
+    assert b["n_problems"].to_dict() == {"no_evidence": 3, "restores_correct": 1, "transcribes_bug": 1}
+    assert b["n_tests"].sum() == sp[(sp["condition"] == "buggy_code") & (sp["split_by"] == "category")]["n_tests"].sum()
+    # a table stored before the execution judge (no example counts) gets no execution rows
+    old = labels.assign(exec_category=None, exec_n_examples=None)
+    assert "execution" not in set(spec_label_splits(outcomes, gens, gt, old, plan)["split_by"])
+
+
 def test_reasoning_mentions_by_hand(plan, tmp_path):
     kw_file = tmp_path / "kw.txt"
     kw_file.write_text("# comment\n\\bbug\\b\n\\bwrong\\b\nname says\n", encoding="utf-8")

@@ -246,3 +246,45 @@ def test_judge_prompt_shows_the_format_without_a_concrete_answer():
     # a judge that keeps the angle brackets around its answer is still read
     bracketed = sl.parse_judge_answer("TRANSCRIBES_BUG: <no>\nSTATES_CORRECT: <yes>")
     assert (bracketed.transcribes_bug, bracketed.states_correct) == (False, True)
+
+
+def _judged(n, transcribes, states):
+    return pd.DataFrame({
+        "thinking": "off", "task_id": [f"Python/{i}" for i in range(n)], "problem_idx": range(n),
+        "entry_point": "get_positive", "spec_sha256": None, "judge_model": "j", "judge_template_sha256": "t",
+        "judge_prompt_sha256": "p", "judge_cache_key": "k", "judge_finish_reason": "stop", "judge_text": "...",
+        "judge_transcribes_bug": transcribes, "judge_states_correct": states, "judge_error": None,
+    })
+
+
+def test_execution_judge_wins_over_the_llm_judge_and_the_human_over_both():
+    from evalmislead_assets.analysis.spec_examples import EXEC_COLUMNS
+
+    judged = _judged(4, [False] * 4, [True] * 4)  # the LLM judge: restores_correct everywhere
+    executed = pd.DataFrame({"thinking": "off", "task_id": [f"Python/{i}" for i in range(4)],
+                             "exec_category": ["transcribes_bug", "restores_correct", None, "transcribes_bug"],
+                             "exec_note": [None, None, "no example the extractor can read", None],
+                             "exec_n_examples": [3, 2, 0, 1]})
+    for c in EXEC_COLUMNS:
+        executed[c] = executed.get(c)
+    human = pd.DataFrame({"thinking": ["off"], "task_id": ["Python/3"], "review_spec_sha256": [None],
+                          "human_transcribes_bug": [False], "human_states_correct": [False], "human_note": [None]})
+    labels, _ = sl.combine(judged, human, executed)
+    lab = labels.set_index("task_id")
+    assert lab["category"].tolist() == ["transcribes_bug", "restores_correct", "restores_correct", "neither"]
+    # (a) from the execution judge, (b) left to the LLM judge: the execution judge does not say (b) of a transcriber
+    assert lab["label_source"].tolist() == ["execution+judge", "execution", "judge", "human"]
+    assert lab["judges_agree"].tolist()[:2] == [False, True] and pd.isna(lab.loc["Python/2", "judges_agree"])
+    ag = sl.agreement(labels).set_index("label")
+    assert (ag.loc["execution_vs_judge", "n_reviewed"], ag.loc["execution_vs_judge", "n_agree"]) == (3, 1)
+    # the one reviewed spec: the human says neither, the execution judge transcribes_bug
+    assert (ag.loc["execution_vs_human", "n_reviewed"], ag.loc["execution_vs_human", "n_agree"]) == (1, 0)
+    counts = sl.execution_counts(labels).set_index("exec_category")["n_specs"].to_dict()
+    assert counts == {"no_evidence": 1, "restores_correct": 1, "transcribes_bug": 2}
+
+
+def test_without_execution_rows_the_labels_are_the_llm_judges_and_agreement_has_no_execution_rows():
+    labels, _ = sl.combine(_judged(2, [True, False], [False, True]), None)
+    assert labels["label_source"].tolist() == ["judge", "judge"]
+    assert labels["exec_category"].isna().all() and labels["judges_agree"].isna().all()
+    assert set(sl.agreement(labels)["label"]) == {"transcribes_bug", "states_correct", "category"}

@@ -39,8 +39,9 @@ def store_upstream(wh: Warehouse, modes=("off",), n_problems=30, seed=0) -> None
             wh.replace_rows("test_outcomes", pd.DataFrame(outcomes), where=where)
 
 
-def store_problems_and_specs(wh: Warehouse, n: int) -> None:
-    """n problems of one function `f` (buggy: x - 1, fixed: x + 1) and a thinking-off spec for each."""
+def store_problems_and_specs(wh: Warehouse, n: int, examples: dict[int, str] | None = None) -> None:
+    """n problems of one function `f` (buggy: x - 1, fixed: x + 1) and a thinking-off spec for each;
+    ``examples``: a line of examples appended to the spec of the problem at that index."""
     problems = pd.DataFrame({
         "task_id": [f"Python/{i}" for i in range(n)], "problem_idx": list(range(n)), "entry_point": "f",
         "buggy_code": "def f(x):\n    return x - 1\n", "fixed_code": "def f(x):\n    return x + 1\n",
@@ -48,7 +49,7 @@ def store_problems_and_specs(wh: Warehouse, n: int) -> None:
     wh.replace_rows("problems", problems)
     wh.replace_rows("model_specs", pd.DataFrame({
         "thinking": "off", "task_id": problems["task_id"], "problem_idx": problems["problem_idx"],
-        "spec_text": "Return x minus one.",
+        "spec_text": [f"Return x minus one.\n{(examples or {}).get(i, '')}" for i in range(n)],
     }))
 
 
@@ -277,13 +278,26 @@ def test_reasoning_mentions_stores_its_side_tables_as_assets(wh):
 
 def test_spec_labels_stores_agreement_and_splits_as_assets(wh):
     store_upstream(wh, modes=("off",), n_problems=4)
-    store_problems_and_specs(wh, 4)
+    # the execution judge: Python/0's example is the buggy version's value, Python/1's the fixed one's
+    store_problems_and_specs(wh, 4, examples={0: "- f(1) -> 0", 1: ">>> f(1)\n2"})
     res = materialize(with_stored([assets.spec_labels]), resources={**_resources(wh), "judge_llm": FakeJudge()})
     assert res.success
     meta = _materialized(res, "spec_labels")
     assert set(meta) == {"spec_labels", "spec_label_agreement", "spec_label_splits"}
+    labels = wh.read_table("spec_labels").set_index("task_id")
+    assert labels["exec_category"].tolist()[:2] == ["transcribes_bug", "restores_correct"]
+    assert labels["exec_category"].iloc[2:].isna().all() and labels["exec_n_examples"].tolist() == [1, 1, 0, 0]
+    # the LLM judge says transcribes_bug everywhere; the execution judge wins where it has evidence
+    assert labels["category"].tolist() == ["transcribes_bug", "restores_correct", "transcribes_bug", "transcribes_bug"]
+    assert labels["label_source"].tolist() == ["execution+judge", "execution", "judge", "judge"]
+    assert labels["judges_agree"].tolist()[:2] == [True, False] and labels["judges_agree"].iloc[2:].isna().all()
+    assert "no_evidence" in meta["spec_labels"]["execution_judge"].value
+    agree = wh.read_table("spec_label_agreement").set_index("label")
+    assert (agree.loc["execution_vs_judge", "n_reviewed"], agree.loc["execution_vs_judge", "n_agree"]) == (2, 1)
     splits = wh.read_table("spec_label_splits")
-    assert set(splits["split_by"]) == {"category", "transcribes_bug"} and len(splits)
+    assert set(splits["split_by"]) == {"category", "transcribes_bug", "execution"} and len(splits)
+    by_exec = splits[splits["split_by"] == "execution"].set_index("category")["n_problems"].to_dict()
+    assert by_exec == {"no_evidence": 2, "restores_correct": 1, "transcribes_bug": 1}
     assert meta["spec_label_splits"]["rows"].value == len(splits)
     assert "transcribes_bug" in meta["spec_labels"]["categories"].value
     assert meta["spec_label_agreement"]["rows"].value == len(wh.read_table("spec_label_agreement"))
@@ -377,6 +391,7 @@ def test_a_note_about_a_thinking_mode_the_study_never_ran_is_not_a_warning() -> 
     say_notes(warned.append, told.append, notes, off_only)
     assert warned == [notes[0], notes[3]] and told == notes[1:3]
     # a study that ran thinking on: a gap there is a warning
-    warned.clear(), told.clear()
+    warned.clear()
+    told.clear()
     say_notes(warned.append, told.append, notes, pd.DataFrame({"thinking": ["off", "on"]}))
     assert warned == notes and told == []

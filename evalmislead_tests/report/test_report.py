@@ -251,6 +251,30 @@ def test_spec_section_names_the_review_csv_it_was_given(tmp_path):
     assert "fill in the review CSV (EVALMISLEAD_REVIEW_CSV)" in lines
 
 
+def test_spec_section_says_how_many_specs_the_execution_judge_leaves_without_evidence():
+    from types import SimpleNamespace
+
+    labels = pd.DataFrame({"thinking": "off", "task_id": ["Python/0", "Python/1", "Python/2"],
+                           "category": ["transcribes_bug", "restores_correct", "restores_correct"],
+                           "label_source": ["execution+judge", "execution", "judge"], "judge_error": None,
+                           "exec_category": ["transcribes_bug", "restores_correct", None],
+                           "exec_n_examples": [2, 3, 0]})
+    agree = pd.DataFrame([{"thinking": "off", "label": "category", "n_reviewed": 0, "n_agree": 0,
+                           "agreement": float("nan"), "kappa": float("nan")},
+                          {"thinking": "off", "label": "execution_vs_judge", "n_reviewed": 2, "n_agree": 1,
+                           "agreement": 0.5, "kappa": 0.0}])
+    data = SimpleNamespace(spec_labels=labels, spec_label_agreement=agree, spec_label_splits=pd.DataFrame(),
+                           review_csv=None)
+    text = "\n".join(tables.spec_section(data))
+    assert ("thinking off: transcribes_bug 1, restores_correct 1, no evidence 1 of 3 specs "
+            "(1 without an example it can read)") in text
+    assert "execution_vs_judge" in text
+    assert "_No human labels imported yet" in text  # the execution rows are not a human review
+    # a table stored before the execution judge: no such line
+    old = labels.assign(exec_category=None, exec_n_examples=None)
+    assert "Execution judge" not in "\n".join(tables.spec_section(SimpleNamespace(**{**vars(data), "spec_labels": old})))
+
+
 def test_verified_subset_section_shows_the_share_and_both_rates(wh, tmp_path):
     """The report gives per condition the verified share and each rate over all tests and over
     verified tests only, and names why files are outside the subset, all from stored rows."""

@@ -254,3 +254,38 @@ def test_the_pages_policy_runs_the_filter_and_no_other_script_in_chromium(tmp_pa
             assert page.title() == "ran"
         finally:
             browser.close()
+
+
+def test_specs_page_shows_each_spec_beside_the_diff_with_both_judges_and_the_human(tmp_path: Path):
+    frames = _frames()
+    frames["model_specs"] = pd.DataFrame([
+        {"thinking": "off", "task_id": "Python/30", "spec_text": "Returns the negatives.\n- get_positive([1]) -> []"},
+        {"thinking": "off", "task_id": "Python/2", "spec_text": "<b>Rounds</b> the number."},
+    ])
+    frames["spec_labels"] = pd.DataFrame([
+        {"thinking": "off", "task_id": "Python/30", "problem_idx": 30, "entry_point": "get_positive",
+         "judge_transcribes_bug": False, "judge_states_correct": True, "judge_error": None,
+         "in_review_sample": True, "human_transcribes_bug": True, "human_states_correct": False,
+         "human_note": "says negatives", "category": "transcribes_bug", "label_source": "human",
+         "exec_category": "transcribes_bug", "exec_note": None, "exec_n_examples": 1,
+         "exec_examples": json.dumps([{"example": "- get_positive([1]) -> []", "buggy": "passed", "fixed": "failed"}])},
+        {"thinking": "off", "task_id": "Python/2", "problem_idx": 2, "entry_point": "truncate_number",
+         "judge_transcribes_bug": False, "judge_states_correct": True, "judge_error": None,
+         "in_review_sample": False, "human_transcribes_bug": None, "human_states_correct": None, "human_note": None,
+         "category": "restores_correct", "label_source": "judge", "exec_category": None,
+         "exec_note": "no example the extractor can read", "exec_n_examples": 0, "exec_examples": "[]"},
+    ])
+    index = write_viewer(frames, tmp_path / "viewer").read_text()
+    assert 'href="specs.html"' in index
+    page = (tmp_path / "viewer" / "specs.html").read_text()
+    assert "<b>Rounds</b>" not in page and "&lt;b&gt;Rounds&lt;/b&gt;" in page  # the model's text is escaped
+    assert page.count("<del>") == 2 and page.count("<ins>") == 2  # each spec beside its bug's diff
+    assert 'class="passed">passed</span> / <span class="failed">failed</span>' in page
+    assert "no evidence: no example the extractor can read" in page and "says negatives" in page
+    assert "not sampled" in page and "EVALMISLEAD_REVIEW_CSV" in page
+    assert [(r["task"], r["cell"]) for r in _rows(page)] == [("Python/2", "restores_correct"),
+                                                             ("Python/30", "transcribes_bug")]
+    # without stored labels there is no page and no link
+    del frames["spec_labels"]
+    assert 'href="specs.html"' not in write_viewer(frames, tmp_path / "v2").read_text()
+    assert not (tmp_path / "v2" / "specs.html").exists()
