@@ -61,7 +61,7 @@ from evalmislead_assets.report.build import build, load_data, write
 from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.report.inputs import INPUTS
 from evalmislead_assets.report.viewer import write_viewer
-from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.resources import LLMResource, StudySettingsResource, WarehouseResource
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 
 GROUP = "analysis"
@@ -297,7 +297,7 @@ class SpecLabelsConfig(Config):
 )
 def spec_labels(
     context: AssetExecutionContext, config: SpecLabelsConfig, warehouse: WarehouseResource, judge_llm: LLMResource,
-    model_specs: pd.DataFrame, problems: pd.DataFrame, test_outcomes: pd.DataFrame,
+    study_settings: StudySettingsResource, model_specs: pd.DataFrame, problems: pd.DataFrame, test_outcomes: pd.DataFrame,
     test_generations: pd.DataFrame, generated_tests: pd.DataFrame,
 ) -> tuple[Output[pd.DataFrame], Output[pd.DataFrame], Output[pd.DataFrame]]:
     plan = study_plan()
@@ -305,7 +305,7 @@ def spec_labels(
     specs = model_specs
     # the warehouse holds the judge's answers (llm_cache); the three tables go through the IO manager
     template = load_template(JUDGE_TEMPLATE, settings.prompts_dir())
-    max_tokens = config.judge_max_tokens or settings.judge_max_tokens()
+    max_tokens = config.judge_max_tokens or study_settings.int_value("judge_max_tokens")
     try:
         judged = judge_specs(specs, problems, judge_llm, warehouse.get(), template=template, max_tokens=max_tokens,
                              log=context.log)

@@ -15,7 +15,6 @@ from dagster import (
     asset_check,
 )
 
-from evalmislead_assets import settings
 from evalmislead_assets.assets.model_scope import model_sql
 from evalmislead_assets.assets.problem_inputs import PROBLEMS_IN
 from evalmislead_assets.assets.sandbox_config import ExecutionConfig, isolation_note, make_sandbox, warn_if_degraded
@@ -23,7 +22,7 @@ from evalmislead_assets.execution.batch import build_generated_tests, build_test
 from evalmislead_assets.execution.cells import STATUSES, cell_counts, cell_rates, outcome
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 from evalmislead_assets.report.formatting import md_table
-from evalmislead_assets.resources import WarehouseResource
+from evalmislead_assets.resources import StudySettingsResource, WarehouseResource
 
 GROUP = "execution"
 
@@ -39,14 +38,15 @@ GROUP = "execution"
                 "per answer.",
 )
 def generated_tests(
-    context: AssetExecutionContext, config: ExecutionConfig, test_generations: pd.DataFrame, problems: pd.DataFrame
+    context: AssetExecutionContext, config: ExecutionConfig, study_settings: StudySettingsResource,
+    test_generations: pd.DataFrame, problems: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
     condition, thinking = split_key(context.partition_key)
     generations = test_generations  # this partition's rows (the IO manager filters them)
     if generations.empty:
         context.log.warning(f"test_generations has no rows for {condition}|{thinking}; materialize it first")
-    sandbox = make_sandbox(config)
-    max_tests = settings.max_tests_per_answer()
+    sandbox = make_sandbox(config, study_settings)
+    max_tests = study_settings.int_value("max_tests_per_answer")
     start = time.monotonic()
     df = build_generated_tests(generations, problems.set_index("task_id"), sandbox, max_tests)
     wall = time.monotonic() - start
@@ -89,13 +89,14 @@ def generated_tests(
                 "process (10 s); statuses and the four cells (misleading, effective, both_pass, both_fail).",
 )
 def test_outcomes(
-    context: AssetExecutionContext, config: ExecutionConfig, generated_tests: pd.DataFrame, problems: pd.DataFrame
+    context: AssetExecutionContext, config: ExecutionConfig, study_settings: StudySettingsResource,
+    generated_tests: pd.DataFrame, problems: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
     condition, thinking = split_key(context.partition_key)
     generated = generated_tests  # this partition's rows (the IO manager filters them)
     if generated.empty:
         context.log.warning(f"generated_tests has no rows for {condition}|{thinking}; materialize it first")
-    sandbox = make_sandbox(config, fan_out=True)  # [execution] dask_scheduler: the runs go to that cluster
+    sandbox = make_sandbox(config, study_settings, fan_out=True)  # [execution] dask_scheduler: the runs go to that cluster
     start = time.monotonic()
     df = build_test_outcomes(generated, problems.set_index("task_id"), sandbox)
     wall = time.monotonic() - start

@@ -267,7 +267,7 @@ def test_the_test_outcomes_asset_sends_its_runs_to_the_study_files_cluster(
 
     from evalmislead_assets.assets import execution
     from evalmislead_assets.partitions import partition_key
-    from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
+    from evalmislead_assets.resources import StudySettingsResource, WarehouseIOManager, WarehouseResource
     from evalmislead_tests.stored import with_stored
 
     generated, _ = _answers(PROBLEMS)
@@ -281,7 +281,8 @@ def test_the_test_outcomes_asset_sends_its_runs_to_the_study_files_cluster(
     before = _tasks_done(cluster)
     try:
         result = materialize(with_stored([execution.test_outcomes]), partition_key=partition_key("buggy_code", "off"),
-                             resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()},
+                             resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                                        "study_settings": StudySettingsResource()},
                              instance=DagsterInstance.ephemeral())
     finally:
         settings.forget_study_text()
