@@ -131,7 +131,9 @@ def build(study: Study) -> Definitions:
               *language_assets_for(study), *_finish(language_assets.build(study))]
     return Definitions(
         assets=assets,
-        asset_checks=[*load_asset_checks_from_modules(MODEL_FREE_MODULES), *per_model_checks],
+        asset_checks=[*load_asset_checks_from_modules(MODEL_FREE_MODULES), *per_model_checks,
+                      *(c for language in study.other_languages for model in study.models
+                        for c in language_chain.checks(study, model, language))],
         resources={
             "warehouse": WarehouseResource(),
             # asset DataFrames in and out of the same DuckDB file, by partition and model; loads are read-only

@@ -13,6 +13,7 @@ import time
 
 import pandas as pd
 from dagster import (
+    AssetChecksDefinition,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
@@ -33,6 +34,7 @@ from evalmislead_assets.assets.generation import (
     spec_partition,
 )
 from evalmislead_assets.assets.model_scope import language_key, problem_keys
+from evalmislead_assets.assets.outcome_checks import outcome_checks
 from evalmislead_assets.execution.cells import cell_counts, cell_rates
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
 from evalmislead_assets.polyglot import prompts as language_prompts
@@ -161,4 +163,9 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
         })
 
     return [model_specs, test_generations, generated_tests, test_outcomes]
+
+
+def checks(study: Study, model: ModelSpec, language: str) -> list[AssetChecksDefinition]:
+    """The checks of the language's test_outcomes: the same three as Python's (outcome_checks.py)."""
+    return outcome_checks(language_key(study, model, language, "test_outcomes"))
 
