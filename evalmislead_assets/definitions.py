@@ -47,7 +47,13 @@ from evalmislead_assets.assets import mutation as mutation_assets
 from evalmislead_assets.assets import problems as problems_assets
 from evalmislead_assets.dagster_metadata import LANGUAGE_METADATA, MODEL_METADATA, column_schema_metadata
 from evalmislead_assets.jobs import jobs_for
-from evalmislead_assets.resources import EmbeddedServerResource, LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.resources import (
+    EmbeddedServerResource,
+    LLMResource,
+    StudySettingsResource,
+    WarehouseIOManager,
+    WarehouseResource,
+)
 from evalmislead_assets.run_console import console_without_traces
 from evalmislead_assets.store import schema
 from evalmislead_assets.study.models import DEFAULT_LANGUAGE, ModelSpec, Study
@@ -125,7 +131,9 @@ def build(study: Study) -> Definitions:
               *language_assets_for(study), *_finish(language_assets.build(study))]
     return Definitions(
         assets=assets,
-        asset_checks=[*load_asset_checks_from_modules(MODEL_FREE_MODULES), *per_model_checks],
+        asset_checks=[*load_asset_checks_from_modules(MODEL_FREE_MODULES), *per_model_checks,
+                      *(c for language in study.other_languages for model in study.models
+                        for c in language_chain.checks(study, model, language))],
         resources={
             "warehouse": WarehouseResource(),
             # asset DataFrames in and out of the same DuckDB file, by partition and model; loads are read-only
@@ -134,6 +142,8 @@ def build(study: Study) -> Definitions:
             "llm": LLMResource(embedded_server=embedded_server),
             "judge_llm": LLMResource(urls=settings.judge_url(), urls_origin="EVALMISLEAD_JUDGE_URL",
                                      embedded_server=embedded_server),
+            # the study's run-level settings as they resolve now (the launchpad shows them; a run's config wins)
+            "study_settings": StudySettingsResource.from_study(),
         },
         jobs=jobs_for(study, assets),
         # the runs' console: Dagster's own, a failure's stack trace cut to its first line (the run's events keep it)

@@ -63,7 +63,7 @@ from evalmislead_assets.report.build import build, load_data, write
 from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.report.inputs import INPUTS
 from evalmislead_assets.report.viewer import write_viewer
-from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.resources import LLMResource, StudySettingsResource, WarehouseResource
 from evalmislead_assets.study.conditions import CONDITION_NAMES, THINKING_MODES
 
 GROUP = "analysis"
@@ -276,8 +276,17 @@ def _judge_who(judge_llm: LLMResource) -> str:
             "EVALMISLEAD_JUDGE_URL sets another server")
 
 
+SPEC_EXAMPLE_TIMEOUT_S = 2.0
+
+
 class SpecLabelsConfig(ExecutionConfig):
     """Launchpad settings of the spec_labels asset (workers, timeout_s: the sandbox that runs the specs' examples)."""
+
+    # One example is one call of the function: the fixed versions answer their examples in milliseconds, while a
+    # buggy version that never returns would cost the study's 10 s test limit per example (minutes per run).
+    timeout_s: float = Field(default=SPEC_EXAMPLE_TIMEOUT_S, gt=0,
+                             description="Seconds per spec example and version (a version that takes longer does "
+                                         "not answer it).")
 
     judge_max_tokens: Optional[int] = Field(
         default=None, ge=1,
@@ -301,7 +310,7 @@ class SpecLabelsConfig(ExecutionConfig):
 )
 def spec_labels(
     context: AssetExecutionContext, config: SpecLabelsConfig, warehouse: WarehouseResource, judge_llm: LLMResource,
-    model_specs: pd.DataFrame, problems: pd.DataFrame, test_outcomes: pd.DataFrame,
+    study_settings: StudySettingsResource, model_specs: pd.DataFrame, problems: pd.DataFrame, test_outcomes: pd.DataFrame,
     test_generations: pd.DataFrame, generated_tests: pd.DataFrame,
 ) -> tuple[Output[pd.DataFrame], Output[pd.DataFrame], Output[pd.DataFrame]]:
     plan = study_plan()
@@ -309,7 +318,7 @@ def spec_labels(
     specs = model_specs
     # the warehouse holds the judge's answers (llm_cache); the three tables go through the IO manager
     template = load_template(JUDGE_TEMPLATE, settings.prompts_dir())
-    max_tokens = config.judge_max_tokens or settings.judge_max_tokens()
+    max_tokens = config.judge_max_tokens or study_settings.int_value("judge_max_tokens")
     try:
         judged = judge_specs(specs, problems, judge_llm, warehouse.get(), template=template, max_tokens=max_tokens,
                              log=context.log)
@@ -324,7 +333,7 @@ def spec_labels(
         path, review_sample(specs, int(sec.get("review_sample_size", 20)), int(sec.get("review_seed", plan.seed))),
         problems)
     human = read_review_csv(path) if path.exists() else None
-    sandbox = make_sandbox(config)
+    sandbox = make_sandbox(config, study_settings)
     executed = execution_labels(specs, problems, sandbox)
     warn_if_degraded(context, sandbox)
     labels, notes = combine(judged, human, executed)

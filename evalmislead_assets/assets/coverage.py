@@ -10,6 +10,7 @@ from evalmislead_assets.analysis import coverage as coverage_analysis
 from evalmislead_assets.assets.problem_inputs import PROBLEMS_IN
 from evalmislead_assets.assets.sandbox_config import ExecutionConfig, make_sandbox, warn_if_degraded
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
+from evalmislead_assets.resources import StudySettingsResource
 
 
 @asset(
@@ -21,14 +22,15 @@ from evalmislead_assets.partitions import condition_thinking_partitions, split_k
                 "test file, on the buggy and on the fixed version; failing tests count the lines they ran.",
 )
 def test_coverage(
-    context: AssetExecutionContext, config: ExecutionConfig, generated_tests: pd.DataFrame, problems: pd.DataFrame
+    context: AssetExecutionContext, config: ExecutionConfig, study_settings: StudySettingsResource,
+    generated_tests: pd.DataFrame, problems: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
     condition, thinking = split_key(context.partition_key)
     generated = generated_tests[generated_tests["n_tests"] > 0].reset_index(drop=True)  # this partition's files
     if generated.empty:
         context.log.warning(f"generated_tests has no files with tests for {condition}|{thinking}")
     problems = problems.set_index("task_id")
-    sandbox = make_sandbox(config, fan_out=True)  # [execution] dask_scheduler: the runs go to that cluster
+    sandbox = make_sandbox(config, study_settings, fan_out=True)  # [execution] dask_scheduler: the runs go to that cluster
     start = time.monotonic()
     df = coverage_analysis.build_test_coverage(generated, problems, sandbox)
     wall = time.monotonic() - start

@@ -11,7 +11,6 @@ import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, MetadataValue, Output, asset
 from pydantic import Field
 
-from evalmislead_assets import settings
 from evalmislead_assets.analysis.determinism import (
     DEFAULT_SEED,
     NOT_RUN_PREFIX,
@@ -38,7 +37,7 @@ from evalmislead_assets.llm.llama_server import ServerError
 from evalmislead_assets.llm.types import LLMUnreachable
 from evalmislead_assets.report.formatting import md_table
 from evalmislead_assets.report.sections.determinism import sensitivity_lines, settings_line
-from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.resources import LLMResource, StudySettingsResource, WarehouseResource
 
 _GENERATION_COLUMNS = [
     "condition", "thinking", "task_id", "problem_idx", "request_json", "response_text", "reasoning_text",
@@ -88,12 +87,12 @@ def _metadata(df: pd.DataFrame, frames: dict[str, pd.DataFrame], wall_s: float, 
 )
 def determinism_probe(
     context: AssetExecutionContext, config: ProbeConfig, warehouse: WarehouseResource, llm: LLMResource,
-    test_generations: pd.DataFrame, problems: pd.DataFrame, bootstrap_comparisons: pd.DataFrame,
-    test_outcomes: pd.DataFrame, truncation_matched_subset: pd.DataFrame,
+    study_settings: StudySettingsResource, test_generations: pd.DataFrame, problems: pd.DataFrame,
+    bootstrap_comparisons: pd.DataFrame, test_outcomes: pd.DataFrame, truncation_matched_subset: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
     wh = warehouse.get()  # the probe's answers go to llm_calls as they arrive (never to llm_cache)
     start = time.monotonic()
-    n = config.n if config.n is not None else settings.probe_n()
+    n = config.n if config.n is not None else study_settings.int_value("probe_n")
     drawn = sample(test_generations, n, config.seed)
     if drawn.empty:
         context.log.warning("determinism_probe: test_generations has no stored answer; nothing to re-send")
@@ -123,8 +122,8 @@ def determinism_probe(
 
     frame = scoring_frame(drawn, results)
     by_key = problems_for(frame, drawn, problems.set_index("task_id"))
-    sandbox = make_sandbox(config)
-    generated = build_generated_tests(frame, by_key, sandbox, settings.max_tests_per_answer())
+    sandbox = make_sandbox(config, study_settings)
+    generated = build_generated_tests(frame, by_key, sandbox, study_settings.int_value("max_tests_per_answer"))
     outcomes = build_test_outcomes(generated, by_key, sandbox)
     df = build_rows(drawn, results, scored_tests(generated, outcomes), config.seed)
     stored = {"bootstrap_comparisons": bootstrap_comparisons, "test_outcomes": test_outcomes,

@@ -30,7 +30,7 @@ from evalmislead_assets.llm import prompts
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
-from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.resources import LLMResource, StudySettingsResource, WarehouseResource
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_assets.store.hashing import rows_sha256
 from evalmislead_assets.store.text_repair import text_column  # answers may hold lone surrogates (escaped on write)
@@ -67,17 +67,18 @@ def template_version(name: str) -> str:
     return f"generation-1+{name}-{sha}"
 
 
-def _max_tokens(config: GenerationConfig, thinking: str, model: Optional[ModelSpec] = None, asset: str = "") -> int:
-    """The launchpad's cap, else the model's own for this asset (study.toml), else EVALMISLEAD_MAX_TOKENS_OFF / _ON."""
+def _max_tokens(config: GenerationConfig, study: StudySettingsResource, thinking: str,
+                model: Optional[ModelSpec] = None, asset: str = "") -> int:
+    """The launchpad's cap, else the model's own for this asset (study.toml), else the study's for the thinking
+    mode (the study_settings resource: EVALMISLEAD_MAX_TOKENS_OFF / _ON)."""
     return (config.max_tokens or (model.max_tokens(thinking, asset) if model else None)
-            or settings.max_tokens(thinking))
+            or study.max_tokens(thinking))
 
 
 def _requests(
     asset_name: str, condition: Optional[str], thinking: str, problems: pd.DataFrame,
-    rendered: list[prompts.Rendered], config: GenerationConfig, model: Optional[ModelSpec] = None,
+    rendered: list[prompts.Rendered], config: GenerationConfig, max_tokens: int,
 ) -> list[ChatRequest]:
-    max_tokens = _max_tokens(config, thinking, model, asset_name)
     extra = {"grammar": config.grammar} if config.grammar else {}
     return [
         ChatRequest(
@@ -247,6 +248,7 @@ def thinking_check(asset_key: AssetKey | str, thinking: str, results: list[ChatR
 def _generate(
     context: AssetExecutionContext, wh: Warehouse, llm: LLMResource, asset_name: str, condition: Optional[str],
     thinking: str, problems: pd.DataFrame, rendered: list[prompts.Rendered], config: GenerationConfig,
+    max_tokens: int,
 ) -> tuple[pd.DataFrame, list[ChatResult], BatchStats]:
     if problems.empty:
         raise Failure(f"{asset_name}: no validated problem in EVALMISLEAD_PROBLEMS; widen the subset")
@@ -257,7 +259,7 @@ def _generate(
             model.refuse_thinking(thinking, str(settings.study_path()))
     except StudyError as exc:
         raise Failure(description=str(exc)) from None
-    requests = _requests(asset_name, condition, thinking, problems, rendered, config, model)
+    requests = _requests(asset_name, condition, thinking, problems, rendered, config, max_tokens)
     asked = [int(i) for i in problems["problem_idx"]]
     clash = mechanism_clash(context, wh, asset_name, condition, model.thinking_off, asked) if thinking == "off" else None
     if clash:  # refused before anything is sent
@@ -299,29 +301,29 @@ def _fail_on_errors(label: str, requests: list[ChatRequest], results: list[ChatR
 )
 def model_specs(
     context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource, llm: LLMResource,
-    problems: pd.DataFrame, problem_validation: pd.DataFrame,
+    study_settings: StudySettingsResource, problems: pd.DataFrame, problem_validation: pd.DataFrame,
 ):  # -> MaterializeResult(value=DataFrame); no annotation: its checks make it multi-output
     thinking = str(context.partition_key)
-    problems = study_problems(problems, problem_validation)
+    problems = study_problems(problems, problem_validation, study_settings.problem_subset())
     template = prompts.load_template(prompts.SPEC_TEMPLATE, settings.prompts_dir())
     rendered = [prompts.spec_prompt(p, template) for p in problems.to_dict("records")]
-    return spec_partition(context, warehouse.get(), llm, config, thinking, problems, rendered, template.sha256,
-                          prompts.extract_spec)
+    return spec_partition(context, warehouse.get(), llm, config, study_settings, thinking, problems, rendered,
+                          template.sha256, prompts.extract_spec)
 
 
 def spec_partition(
-    context: AssetExecutionContext, wh: Warehouse, llm: LLMResource, config: GenerationConfig, thinking: str,
-    problems: pd.DataFrame, rendered: list[prompts.Rendered], template_sha256: str,
+    context: AssetExecutionContext, wh: Warehouse, llm: LLMResource, config: GenerationConfig,
+    study: StudySettingsResource, thinking: str, problems: pd.DataFrame, rendered: list[prompts.Rendered], template_sha256: str,
     extract: Callable[[str], str],
 ) -> MaterializeResult:
     """One model_specs partition, whatever the language: the answers (to llm_cache / llm_calls one by one as
     they arrive), ``extract`` reading each spec from its answer, the metadata, the thinking check and the data
     version. The IO manager replaces the partition's rows in one transaction."""
-    df, results, stats = _generate(context, wh, llm, "model_specs", None, thinking, problems, rendered, config)
+    cap = _max_tokens(config, study, thinking, model_of(context), "model_specs")
+    df, results, stats = _generate(context, wh, llm, "model_specs", None, thinking, problems, rendered, config, cap)
     df.insert(0, "thinking", thinking)
     df["spec_text"] = text_column([None if r.error else extract(r.text) for r in results])
-    metadata = _metadata(results, stats, template_sha256,
-                         _max_tokens(config, thinking, model_of(context), "model_specs"), df)
+    metadata = _metadata(results, stats, template_sha256, cap, df)
     metadata["empty_specs"] = int(sum(1 for s in df["spec_text"] if not s))
     if thinking == "off":  # the mechanism that switched thinking off (also each row's thinking_off)
         metadata["thinking_off"] = model_of(context).thinking_off
@@ -387,20 +389,22 @@ with warnings.catch_warnings():
 )
 def test_generations(
     context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource, llm: LLMResource,
-    problems: pd.DataFrame, problem_validation: pd.DataFrame, model_specs: pd.DataFrame,
+    study_settings: StudySettingsResource, problems: pd.DataFrame, problem_validation: pd.DataFrame,
+    model_specs: pd.DataFrame,
 ):  # -> MaterializeResult(value=DataFrame); no annotation: its checks make it multi-output
     condition, thinking = split_key(context.partition_key)
     template = prompts.load_template(prompts.TEST_TEMPLATE, settings.prompts_dir())
     return generation_partition(
-        context, warehouse.get(), llm, config, condition, thinking, study_problems(problems, problem_validation),
-        model_specs, template.sha256,
+        context, warehouse.get(), llm, config, study_settings, condition, thinking,
+        study_problems(problems, problem_validation, study_settings.problem_subset()), model_specs, template.sha256,
         lambda chosen, specs: [prompts.generation_prompt(p, condition, specs.get(p["task_id"]), template)
                                for p in chosen.to_dict("records")])
 
 
 def generation_partition(
-    context: AssetExecutionContext, wh: Warehouse, llm: LLMResource, config: GenerationConfig, condition: str,
-    thinking: str, problems: pd.DataFrame, model_specs: pd.DataFrame, template_sha256: str,
+    context: AssetExecutionContext, wh: Warehouse, llm: LLMResource, config: GenerationConfig,
+    study: StudySettingsResource, condition: str, thinking: str, problems: pd.DataFrame, model_specs: pd.DataFrame,
+    template_sha256: str,
     render: Callable[[pd.DataFrame, dict[str, str]], list[prompts.Rendered]],
 ) -> MaterializeResult:
     """One test_generations partition, whatever the language: its rows, metadata, thinking check and data
@@ -413,16 +417,17 @@ def generation_partition(
         specs = _specs_for(model_specs, thinking, problems["task_id"].tolist())
         problems, skipped = _without_empty_specs(model_specs, thinking, problems)
     rendered = render(problems, specs)
+    cap = _max_tokens(config, study, thinking, model_of(context), "test_generations")
     if len(problems) or skipped.empty:  # (no problem at all: _generate fails with its message)
         df, results, stats = _generate(context, wh, llm, "test_generations", condition, thinking, problems, rendered,
-                                       config)
+                                       config, cap)
     else:  # every spec is empty: nothing to send
         df, results, stats = skipped.iloc[0:0], [], BatchStats()
     if len(skipped):
         df = pd.concat([df, skipped], ignore_index=True).sort_values("problem_idx", kind="stable")
     df.insert(0, "thinking", thinking)
     df.insert(0, "condition", condition)
-    metadata = _metadata(results, stats, template_sha256, _max_tokens(config, thinking, model_of(context)), df)
+    metadata = _metadata(results, stats, template_sha256, cap, df)
     metadata["empty_model_specs"] = len(skipped)
     if thinking == "off":
         metadata["thinking_off"] = model_of(context).thinking_off

@@ -13,6 +13,7 @@ import time
 
 import pandas as pd
 from dagster import (
+    AssetChecksDefinition,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
@@ -33,11 +34,12 @@ from evalmislead_assets.assets.generation import (
     spec_partition,
 )
 from evalmislead_assets.assets.model_scope import language_key, problem_keys
+from evalmislead_assets.assets.outcome_checks import outcome_checks
 from evalmislead_assets.execution.cells import cell_counts, cell_rates
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
 from evalmislead_assets.polyglot import prompts as language_prompts
 from evalmislead_assets.polyglot import tables
-from evalmislead_assets.resources import LLMResource, WarehouseResource
+from evalmislead_assets.resources import LLMResource, StudySettingsResource, WarehouseResource
 from evalmislead_assets.study.models import LANGUAGE_NAMES, ModelSpec, Study
 from evalmislead_assets.study.problems import study_problems_from
 
@@ -50,11 +52,9 @@ def _template_version(language: str, kind: str) -> str:
     return f"generation-1+{language}/{kind}-{sha}"
 
 
-def _study_problems(problems: pd.DataFrame, validation: pd.DataFrame) -> pd.DataFrame:
-    """The language's validated problems in the study's subset (EVALMISLEAD_PROBLEMS / study.toml). The
-    validation covers the subset it was run for: a problem of the subset it never saw fails the step (it would
-    otherwise drop out silently)."""
-    subset = settings.problem_subset()
+def _study_problems(problems: pd.DataFrame, validation: pd.DataFrame, subset: list[int] | None) -> pd.DataFrame:
+    """The language's validated problems in the study's ``subset`` (None: all). The validation covers the subset
+    it was run for: a problem of the subset it never saw fails the step (it would otherwise drop out silently)."""
     seen = set(problems.loc[problems["task_id"].isin(validation["task_id"]), "problem_idx"].astype(int))
     unseen = sorted(set(subset if subset is not None else problems["problem_idx"].astype(int)) - seen)
     if unseen:
@@ -82,14 +82,15 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
            description=f"One {name} doc comment per problem, written by the model from the buggy code "
                        f"(prompts/{language}/spec.md).")
     def model_specs(context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource,
-                    llm: LLMResource, problems: pd.DataFrame, problem_validation: pd.DataFrame):
+                    llm: LLMResource, study_settings: StudySettingsResource, problems: pd.DataFrame,
+                    problem_validation: pd.DataFrame):
         thinking = str(context.partition_key)
-        chosen = _study_problems(problems, problem_validation)
+        chosen = _study_problems(problems, problem_validation, study_settings.problem_subset())
         template = language_prompts.load_language_template(language, language_prompts.SPEC_TEMPLATE,
                                                            settings.prompts_dir())
         rendered = [language_prompts.spec_prompt(p, template) for p in tables.problems_from_rows(chosen, language)]
-        return spec_partition(context, warehouse.get(), llm, config, thinking, chosen, rendered, template.sha256,
-                              language_prompts.extract_spec)
+        return spec_partition(context, warehouse.get(), llm, config, study_settings, thinking, chosen, rendered,
+                              template.sha256, language_prompts.extract_spec)
 
     @asset(key=generations_key, partitions_def=condition_thinking_partitions, group_name=group,
            ins={**problem_ins, "model_specs": AssetIn(key=specs_key, partition_mapping=SPECS_OF_SAME_THINKING,
@@ -101,14 +102,15 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
            description=f"The model's answer to the {name} test-generation prompt "
                        f"(prompts/{language}/test_generation.md), one per problem.")
     def test_generations(context: AssetExecutionContext, config: GenerationConfig, warehouse: WarehouseResource,
-                         llm: LLMResource, problems: pd.DataFrame, problem_validation: pd.DataFrame,
-                         model_specs: pd.DataFrame):
+                         llm: LLMResource, study_settings: StudySettingsResource, problems: pd.DataFrame,
+                         problem_validation: pd.DataFrame, model_specs: pd.DataFrame):
         condition, thinking = split_key(context.partition_key)
         template = language_prompts.load_language_template(language, language_prompts.TEST_TEMPLATE,
                                                            settings.prompts_dir())
         return generation_partition(
-            context, warehouse.get(), llm, config, condition, thinking, _study_problems(problems, problem_validation),
-            model_specs, template.sha256,
+            context, warehouse.get(), llm, config, study_settings, condition, thinking,
+            _study_problems(problems, problem_validation, study_settings.problem_subset()), model_specs,
+            template.sha256,
             lambda chosen, specs: [language_prompts.generation_prompt(p, condition, specs.get(p.task_id), template)
                                    for p in tables.problems_from_rows(chosen, language)])
 
@@ -119,11 +121,11 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
            description=f"The {name} test file extracted from each answer and its test ids, collected against both "
                        f"versions ({'node:test' if language == 'js' else 'JUnit 5'}); a file that does not load "
                        "or compile has zero tests and a reason.")
-    def generated_tests(context: AssetExecutionContext, test_generations: pd.DataFrame,
-                        problems: pd.DataFrame):  # MaterializeResult with a value
+    def generated_tests(context: AssetExecutionContext, study_settings: StudySettingsResource,
+                        test_generations: pd.DataFrame, problems: pd.DataFrame):  # MaterializeResult with a value
         condition, thinking = split_key(context.partition_key)
         by_task = {p.task_id: p for p in tables.problems_from_rows(problems, language)}
-        max_tests = settings.max_tests_per_answer()
+        max_tests = study_settings.int_value("max_tests_per_answer")
         start = time.monotonic()
         df = tables.generated_test_rows(test_generations, by_task, max_tests)
         wall = time.monotonic() - start
@@ -161,4 +163,9 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
         })
 
     return [model_specs, test_generations, generated_tests, test_outcomes]
+
+
+def checks(study: Study, model: ModelSpec, language: str) -> list[AssetChecksDefinition]:
+    """The checks of the language's test_outcomes: the same three as Python's (outcome_checks.py)."""
+    return outcome_checks(language_key(study, model, language, "test_outcomes"))
 

@@ -19,11 +19,11 @@ from dagster import (
     asset,
 )
 
-from evalmislead_assets import settings
 from evalmislead_assets.assets.model_scope import problem_keys
 from evalmislead_assets.polyglot import tables
 from evalmislead_assets.polyglot.problems import DATA_SHA256
 from evalmislead_assets.report.formatting import md_table
+from evalmislead_assets.resources import StudySettingsResource
 from evalmislead_assets.study.models import LANGUAGE_NAMES
 
 ORACLE_CHECK = "oracle_splits_versions"
@@ -52,9 +52,9 @@ def build(language: str) -> list[AssetsDefinition]:
            description=f"The dataset's own {name} test on both versions: buggy must fail, fixed must pass; each "
                        "exclusion with its reason. Only the study's problems (EVALMISLEAD_PROBLEMS / study.toml) "
                        "are validated when a subset is set.")
-    def problem_validation(context: AssetExecutionContext,
+    def problem_validation(context: AssetExecutionContext, study_settings: StudySettingsResource,
                            problems: pd.DataFrame):  # MaterializeResult with a value
-        subset = settings.problem_subset()
+        subset = study_settings.problem_subset()
         chosen = problems if subset is None else problems[problems["problem_idx"].isin(subset)]
         start = time.monotonic()
         df = tables.validation_rows(tables.problems_from_rows(chosen, language))

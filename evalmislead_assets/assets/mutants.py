@@ -13,7 +13,7 @@ from evalmislead_assets.execution.oracle_validation import ORACLE_TIMEOUT_S
 from evalmislead_assets.mutation.mutator import MAX_MUTANTS_PER_PROBLEM, MUTATOR_VERSION, SAMPLE_SEED
 from evalmislead_assets.mutation.scoring import build_mutants
 from evalmislead_assets.report.formatting import md_table
-from evalmislead_assets.resources import WarehouseResource
+from evalmislead_assets.resources import StudySettingsResource, WarehouseResource
 
 GROUP = "mutation"
 # optional: `evalmislead run --no-mutation` (and a replay, by default) leaves the mutation assets out
@@ -39,11 +39,11 @@ class MutantsConfig(Config):
                 "the oracle does not kill is flagged likely_equivalent.",
 )
 def mutants(
-    context: AssetExecutionContext, config: MutantsConfig, warehouse: WarehouseResource, problems: pd.DataFrame,
-    problem_validation: pd.DataFrame,
+    context: AssetExecutionContext, config: MutantsConfig, warehouse: WarehouseResource,
+    study_settings: StudySettingsResource, problems: pd.DataFrame, problem_validation: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
     wh = warehouse.get()
-    problems = study_problems(problems, problem_validation)
+    problems = study_problems(problems, problem_validation, study_settings.problem_subset())
     start = time.monotonic()
     df, notes = build_mutants(problems, config.cap, config.seed, config.oracle_timeout_s, config.workers)
     wall = time.monotonic() - start

@@ -21,7 +21,6 @@ from dagster import (
 )
 from pydantic import Field
 
-from evalmislead_assets import settings
 from evalmislead_assets.assets.model_scope import model_sql
 from evalmislead_assets.assets.mutants import CODE_VERSION, GROUP, OPTIONAL
 from evalmislead_assets.assets.sandbox_config import ExecutionConfig, isolation_note, make_sandbox
@@ -29,7 +28,7 @@ from evalmislead_assets.assets.table_outs import table_outs
 from evalmislead_assets.mutation.scoring import MUTANT_TIMEOUT_S, build_scores
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key
 from evalmislead_assets.report.sections import mutation_score as mutation_report
-from evalmislead_assets.resources import WarehouseResource
+from evalmislead_assets.resources import StudySettingsResource, WarehouseResource
 from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S
 
 SCORES_CODE_VERSION = CODE_VERSION + "+timeout-kill-half+run-cap"  # the kill rule of mutation_scoring
@@ -69,7 +68,7 @@ class MutationConfig(ExecutionConfig):
         tags=OPTIONAL),
 )
 def mutation_scores(
-    context: AssetExecutionContext, config: MutationConfig,
+    context: AssetExecutionContext, config: MutationConfig, study_settings: StudySettingsResource,
     generated_tests: pd.DataFrame, mutants: pd.DataFrame, problems: pd.DataFrame,
 ) -> tuple[Output[pd.DataFrame], Output[pd.DataFrame]]:
     condition, thinking = split_key(context.partition_key)
@@ -81,8 +80,8 @@ def mutation_scores(
     without = sorted(set(generated["task_id"]) - set(muts["task_id"]))
     if without:
         context.log.warning(f"{len(without)} problems have no stored mutants (materialize mutants): {without[:10]}")
-    sandbox = make_sandbox(config, fan_out=True)  # [execution] dask_scheduler: the runs go to that cluster
-    max_runs = config.max_runs_per_file or settings.max_mutation_runs_per_file()
+    sandbox = make_sandbox(config, study_settings, fan_out=True)  # [execution] dask_scheduler: to that cluster
+    max_runs = config.max_runs_per_file or study_settings.int_value("max_mutation_runs_per_file")
     start = time.monotonic()
     scores, kills, run = build_scores(generated, muts, problems, sandbox, config.mutant_timeout_s,
                                      max_runs=max_runs)

@@ -12,6 +12,7 @@ from dagster import AssetExecutionContext, Config
 from pydantic import Field
 
 from evalmislead_assets import settings
+from evalmislead_assets.resources import StudySettingsResource
 from evalmislead_assets.sandbox.host import TEST_TIMEOUT_S, Isolation, Limits, Sandbox
 
 
@@ -24,7 +25,7 @@ class ExecutionConfig(Config):
     timeout_s: float = Field(default=TEST_TIMEOUT_S, gt=0, description="Seconds per test and version.")
 
 
-def make_sandbox(config: ExecutionConfig, fan_out: bool = False) -> Sandbox:
+def make_sandbox(config: ExecutionConfig, study: StudySettingsResource, fan_out: bool = False) -> Sandbox:
     """The sandbox an asset runs its tests in: the local pool, or, for an asset that can ``fan_out`` and a study
     file with ``[execution] dask_scheduler``, the Dask cluster there (execution/dask_pool.py; docs/distributed.md).
     On the cluster ``workers`` is the zygotes per task on a worker (empty: the worker host's CPUs over the worker's
@@ -37,7 +38,7 @@ def make_sandbox(config: ExecutionConfig, fan_out: bool = False) -> Sandbox:
 
             return DaskSandbox(execution.dask_scheduler, limits, workers=config.workers,
                                answers_per_task=execution.answers_per_task, setting=settings.dask_scheduler_source())
-    workers = config.workers if config.workers is not None else settings.sandbox_workers()
+    workers = config.workers if config.workers is not None else study.value("sandbox_workers")
     return Sandbox(limits, workers=workers)
 
 

@@ -215,7 +215,7 @@ def test_asset_materializes_one_partition(seeded_warehouse) -> None:
 
     from evalmislead_assets.assets import coverage as coverage_assets
     from evalmislead_assets.partitions import partition_key
-    from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
+    from evalmislead_assets.resources import StudySettingsResource, WarehouseIOManager, WarehouseResource
     from evalmislead_tests.execution.test_scoring import WORKED_EXAMPLE
 
     wh = seeded_warehouse
@@ -228,7 +228,8 @@ def test_asset_materializes_one_partition(seeded_warehouse) -> None:
     ]).assign(condition="buggy_code", thinking="off")
     wh.replace_rows("generated_tests", generated)
     result = materialize(with_stored([coverage_assets.test_coverage]), partition_key=partition_key("buggy_code", "off"),
-                         resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()},
+                         resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                                    "study_settings": StudySettingsResource()},
                          instance=DagsterInstance.ephemeral())
     assert result.success
     rows = wh.read_table("test_coverage").set_index("version")

@@ -16,7 +16,7 @@ from evalmislead_assets.llm.types import ChatRequest, ChatResult, build_body, ca
 from evalmislead_assets.partitions import partition_key
 from evalmislead_assets.report import section_list as report_sections
 from evalmislead_assets.report.sections import determinism as determinism_section
-from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.resources import LLMResource, StudySettingsResource, WarehouseIOManager, WarehouseResource
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_assets.store.hashing import sha256_text
 from evalmislead_tests.stored import with_stored
@@ -87,7 +87,8 @@ def _store(wh: Warehouse, rows: list[tuple[str, str, str, str | None]]) -> pd.Da
 def _probe(llm: LLMResource, n: int = 10):
     return materialize(
         with_stored([probe_assets.determinism_probe]),
-        resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(), "llm": llm},
+        resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                 "study_settings": StudySettingsResource(), "llm": llm},
         instance=DagsterInstance.ephemeral(), run_config={"ops": {"determinism_probe": {"config": {"n": n}}}},
     )
 
@@ -146,7 +147,8 @@ def test_a_failed_probe_request_is_stored_as_failed_and_the_step_goes_on(seeded_
     instance = DagsterInstance.ephemeral()
     result = materialize(
         with_stored([probe_assets.determinism_probe]), raise_on_error=False,
-        resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(), "llm": llm},
+        resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                 "study_settings": StudySettingsResource(), "llm": llm},
         instance=instance, run_config={"ops": {"determinism_probe": {"config": {"n": 10}}}},
     )
     assert result.success
@@ -412,6 +414,7 @@ def test_probe_against_a_real_llama_server(seeded_warehouse, llama_server, monke
     monkeypatch.setenv("EVALMISLEAD_MAX_TOKENS_OFF", "48")
     monkeypatch.setenv("EVALMISLEAD_PROBE_N", "3")
     resources = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                 "study_settings": StudySettingsResource(),
                  "llm": LLMResource(urls=llama_server, backoff_s=0.2)}
     materialize(with_stored([generation.model_specs, generation.test_generations]), selection=[generation.test_generations],
                 partition_key=partition_key("buggy_code", "off"), resources=resources,

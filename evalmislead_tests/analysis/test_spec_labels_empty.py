@@ -10,7 +10,7 @@ from dagster import DagsterInstance, materialize
 
 from evalmislead_assets.analysis import spec_labels as sl
 from evalmislead_assets.assets import analysis as assets
-from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.resources import LLMResource, StudySettingsResource, WarehouseIOManager, WarehouseResource
 from evalmislead_assets.store import schema
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.stored import with_stored
@@ -31,6 +31,7 @@ def test_spec_labels_asset_on_empty_model_specs(tmp_path: Path, monkeypatch: pyt
     res = materialize(
         with_stored([assets.spec_labels]), instance=DagsterInstance.ephemeral(), raise_on_error=False,
         resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                 "study_settings": StudySettingsResource(),
                    "judge_llm": LLMResource(urls="http://127.0.0.1:9")},  # nothing to judge: never asked
     )
     failures = [e.message for e in res.all_events if e.is_step_failure]

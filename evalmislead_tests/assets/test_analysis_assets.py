@@ -9,7 +9,7 @@ from evalmislead_assets import settings
 from evalmislead_assets.analysis.plan import METRICS, load_plan
 from evalmislead_assets.assets import analysis as assets
 from evalmislead_assets.llm.types import ChatResult
-from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.resources import LLMResource, StudySettingsResource, WarehouseIOManager, WarehouseResource
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.stored import with_stored
 
@@ -74,7 +74,8 @@ def loop_bootstrap(per_a, per_b, cell, n_boot, level, seed):
 
 
 def _resources(wh: Warehouse) -> dict:
-    return {"warehouse": WarehouseResource(path=str(wh.path)), "io_manager": WarehouseIOManager(path=str(wh.path))}
+    return {"warehouse": WarehouseResource(path=str(wh.path)), "io_manager": WarehouseIOManager(path=str(wh.path)),
+            "study_settings": StudySettingsResource()}
 
 
 @pytest.mark.slow

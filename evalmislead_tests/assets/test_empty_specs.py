@@ -10,7 +10,7 @@ from evalmislead_assets.analysis.rates import condition_rates
 from evalmislead_assets.assets import generation
 from evalmislead_assets.llm.types import BatchStats, ChatResult
 from evalmislead_assets.partitions import partition_key
-from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.resources import LLMResource, StudySettingsResource, WarehouseIOManager, WarehouseResource
 from evalmislead_assets.study.conditions import empty_spec_error
 from evalmislead_tests.stored import with_stored
 
@@ -41,7 +41,8 @@ def _run():
     return materialize(
         with_stored([generation.model_specs, generation.test_generations]), selection=[generation.test_generations],
         partition_key=partition_key("model_spec", "off"), instance=DagsterInstance.ephemeral(),
-        resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(), "llm": RecordingLLM()},
+        resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                 "study_settings": StudySettingsResource(), "llm": RecordingLLM()},
     )
 
 

@@ -8,7 +8,7 @@ from dagster import DagsterInstance, build_asset_check_context, materialize
 
 from evalmislead_assets.assets import execution
 from evalmislead_assets.partitions import partition_key
-from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
+from evalmislead_assets.resources import StudySettingsResource, WarehouseIOManager, WarehouseResource
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.execution.test_scoring import WORKED_EXAMPLE as WORKED_TESTS
 from evalmislead_tests.stored import with_stored
@@ -72,7 +72,8 @@ def _materialize(key, selection=None, raise_on_error: bool = True, run_config: d
     return materialize(
         with_stored([execution.generated_tests, execution.test_outcomes, *CHECKS]),
         selection=selection, partition_key=key, run_config=run_config,
-        resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()},
+        resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                   "study_settings": StudySettingsResource()},
         instance=DagsterInstance.ephemeral(), raise_on_error=raise_on_error,
     )
 

@@ -21,7 +21,7 @@ from evalmislead_assets.assets.generation import THINKING_CHECK
 from evalmislead_assets.llm import prompts
 from evalmislead_assets.llm.llama_server import EmbeddedServer, smollm2_model
 from evalmislead_assets.partitions import partition_key
-from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.resources import LLMResource, StudySettingsResource, WarehouseIOManager, WarehouseResource
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.stored import with_stored
 
@@ -31,6 +31,7 @@ QWEN_STYLE_TEMPLATE = Path(__file__).resolve().parents[1] / "data" / "qwen3_styl
 
 def _run(url: str, asset, key, config: dict | None = None, retries: int = 4, raise_on_error: bool = True):
     resources = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                 "study_settings": StudySettingsResource(),
                  "llm": LLMResource(urls=url, retries=retries, backoff_s=0.2)}
     return materialize(
         with_stored([generation.model_specs, generation.test_generations]), selection=[asset], partition_key=key,
@@ -239,6 +240,7 @@ def test_every_answer_records_the_servers_determinism_settings(seeded_warehouse,
     wh = seeded_warehouse
     monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30,0")
     resources = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                 "study_settings": StudySettingsResource(),
                  "llm": ScriptedLLM(urls="http://fake:1", total_slots=4, build_info="b7000-abc")}
     for asset, key in ((generation.model_specs, "off"), (generation.test_generations, partition_key("buggy_code", "off"))):
         materialize(with_stored([generation.model_specs, generation.test_generations]), selection=[asset], partition_key=key,

@@ -16,7 +16,7 @@ from dagster import AssetKey, DagsterInstance, materialize
 
 from evalmislead_assets import study_models
 from evalmislead_assets.partitions import partition_key
-from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.resources import LLMResource, StudySettingsResource, WarehouseIOManager, WarehouseResource
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.fake_llm_server import FakeLLMServer
 
@@ -88,6 +88,7 @@ def test_python_js_and_java_side_by_side_in_real_dagster_runs(seeded_warehouse: 
         with FakeLLMServer() as fake:
             fake.answer_for = answer_for
             resources = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                         "study_settings": StudySettingsResource(),
                          "llm": LLMResource(urls=fake.url, retries=1, backoff_s=0.2),
                          "judge_llm": LLMResource(urls=fake.url)}
 
@@ -167,6 +168,7 @@ def test_one_javascript_problem_through_the_real_llama_server(seeded_warehouse: 
         defs = _defs(tmp_path, monkeypatch, '["python", "js"]')
         assets = list(defs.assets or [])
         resources = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                     "study_settings": StudySettingsResource(),
                      "llm": LLMResource(urls=llama_server), "judge_llm": LLMResource(urls=llama_server)}
         for selection, key, config in (
                 (["js/problems", "js/problem_validation"], None, {}),

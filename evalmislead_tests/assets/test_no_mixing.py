@@ -23,7 +23,7 @@ from evalmislead_assets.assets import generation
 from evalmislead_assets.assets.analysis_inputs import UPSTREAM
 from evalmislead_assets.partitions import partition_key
 from evalmislead_assets.report.tables import made_with_table
-from evalmislead_assets.resources import LLMResource, WarehouseIOManager, WarehouseResource
+from evalmislead_assets.resources import LLMResource, StudySettingsResource, WarehouseIOManager, WarehouseResource
 from evalmislead_assets.store.database import Warehouse
 from evalmislead_tests.fake_llm_server import FakeLLMServer
 from evalmislead_tests.stored import with_stored
@@ -32,6 +32,7 @@ from evalmislead_tests.stored import with_stored
 def _run(url: str, condition: str, raise_on_error: bool = True) -> tuple[bool, list[str]]:
     """Materialize test_generations[condition|off] in a real Dagster run: (success, the run's log lines)."""
     resources = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                 "study_settings": StudySettingsResource(),
                  "llm": LLMResource(urls=url, retries=1, backoff_s=0.2)}
     asset = generation.test_generations
     instance = DagsterInstance.ephemeral()

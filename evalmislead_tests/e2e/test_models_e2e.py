@@ -55,7 +55,13 @@ def test_two_models_side_by_side_and_one_rerun_leaves_the_other_untouched(
     seeded_warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from evalmislead_assets.definitions import build
-    from evalmislead_assets.resources import EmbeddedServerResource, LLMResource, WarehouseIOManager, WarehouseResource
+    from evalmislead_assets.resources import (
+        EmbeddedServerResource,
+        LLMResource,
+        StudySettingsResource,
+        WarehouseIOManager,
+        WarehouseResource,
+    )
 
     study_file = tmp_path / "study.toml"
     study_file.write_text(
@@ -75,6 +81,7 @@ def test_two_models_side_by_side_and_one_rerun_leaves_the_other_untouched(
         defs = build(study)
         server = EmbeddedServerResource()
         resources = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                     "study_settings": StudySettingsResource(),
                      "embedded_server": server, "llm": LLMResource(embedded_server=server),
                      "judge_llm": LLMResource(embedded_server=server)}
         wh = seeded_warehouse

@@ -57,7 +57,8 @@ def test_without_the_setting_the_local_pool_runs_and_distributed_is_not_imported
     study = tmp_path / "study.toml"
     study.write_text('[[models]]\nname = "m"\nbundled = "qwen2.5-coder-0.5b"\n')
     code = ("import sys\nfrom evalmislead_assets.assets.sandbox_config import ExecutionConfig, make_sandbox\n"
-            "s = make_sandbox(ExecutionConfig(workers=1), fan_out=True)\n"
+            "from evalmislead_assets.resources import StudySettingsResource\n"
+            "s = make_sandbox(ExecutionConfig(workers=1), StudySettingsResource(), fan_out=True)\n"
             "print(type(s).__module__, type(s).__name__, 'distributed' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "EVALMISLEAD_STUDY": str(study)})
@@ -82,6 +83,7 @@ def _free_port() -> int:
 def test_an_unreachable_scheduler_is_one_line_naming_the_setting(tmp_path: Path, monkeypatch) -> None:
     pytest.importorskip("distributed", reason="pip install 'evalmislead[distributed]' (the test extra has it)")
     from evalmislead_assets.assets.sandbox_config import ExecutionConfig, make_sandbox
+    from evalmislead_assets.resources import StudySettingsResource
 
     address = f"tcp://127.0.0.1:{_free_port()}"  # nothing listens there
     study = tmp_path / "study.toml"
@@ -90,7 +92,7 @@ def test_an_unreachable_scheduler_is_one_line_naming_the_setting(tmp_path: Path,
     monkeypatch.setenv("EVALMISLEAD_STUDY", str(study))
     settings.forget_study_text()
     try:
-        sandbox = make_sandbox(ExecutionConfig(), fan_out=True)
+        sandbox = make_sandbox(ExecutionConfig(), StudySettingsResource(), fan_out=True)
         assert isinstance(sandbox, DaskSandbox) and sandbox.address == address
         sandbox.connect_timeout_s = 2.0
         with pytest.raises(ConfigError) as caught:
@@ -267,7 +269,7 @@ def test_the_test_outcomes_asset_sends_its_runs_to_the_study_files_cluster(
 
     from evalmislead_assets.assets import execution
     from evalmislead_assets.partitions import partition_key
-    from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
+    from evalmislead_assets.resources import StudySettingsResource, WarehouseIOManager, WarehouseResource
     from evalmislead_tests.stored import with_stored
 
     generated, _ = _answers(PROBLEMS)
@@ -281,7 +283,8 @@ def test_the_test_outcomes_asset_sends_its_runs_to_the_study_files_cluster(
     before = _tasks_done(cluster)
     try:
         result = materialize(with_stored([execution.test_outcomes]), partition_key=partition_key("buggy_code", "off"),
-                             resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()},
+                             resources={"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+                                        "study_settings": StudySettingsResource()},
                              instance=DagsterInstance.ephemeral())
     finally:
         settings.forget_study_text()

@@ -395,13 +395,14 @@ def test_assets_materialize_mutants_and_a_partition(seeded_warehouse, monkeypatc
     from evalmislead_assets.assets import mutants as mutant_assets
     from evalmislead_assets.assets import mutation as assets
     from evalmislead_assets.partitions import partition_key
-    from evalmislead_assets.resources import WarehouseIOManager, WarehouseResource
+    from evalmislead_assets.resources import StudySettingsResource, WarehouseIOManager, WarehouseResource
 
     monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "30")
     # 3 tests + 6 mutants x 1 test: only the first passing test meets the mutants (the setting reaches the asset)
     monkeypatch.setenv("EVALMISLEAD_MAX_MUTATION_RUNS_PER_FILE", "9")
     wh = seeded_warehouse
-    res = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager()}
+    res = {"warehouse": WarehouseResource(), "io_manager": WarehouseIOManager(),
+           "study_settings": StudySettingsResource()}
     assert materialize(with_stored([mutant_assets.mutants]), resources=res, instance=DagsterInstance.ephemeral()).success
     muts = wh.read_table("mutants", order_by="mutant_id")
     assert set(muts["task_id"]) == {"Python/30"} and len(muts) == 6 and muts["oracle_killed"].all()

@@ -129,7 +129,7 @@ def test_pythons_checks_and_report_read_pythons_rows_only(seeded_warehouse: Ware
     assert "JavaScript/162" not in set(read(wh)["problem_validation"]["task_id"])
 
 
-def test_a_problem_the_languages_validation_never_saw_fails_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_problem_the_languages_validation_never_saw_fails_the_step() -> None:
     """java/problem_validation ran for problems 0-1; a study of 0-2 must not drop problem 2 silently."""
     from dagster import Failure
 
@@ -137,8 +137,20 @@ def test_a_problem_the_languages_validation_never_saw_fails_the_step(monkeypatch
 
     problems = pd.DataFrame({"task_id": ["Java/0", "Java/1", "Java/2"], "problem_idx": [0, 1, 2]})
     validation = pd.DataFrame({"task_id": ["Java/0", "Java/1"], "valid": [True, False]})
-    monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "0-1")
-    assert _study_problems(problems, validation)["task_id"].tolist() == ["Java/0"]
-    monkeypatch.setenv("EVALMISLEAD_PROBLEMS", "0-2")
+    assert _study_problems(problems, validation, [0, 1])["task_id"].tolist() == ["Java/0"]
     with pytest.raises(Failure, match=r"no row for problem\(s\) 2; materialize it again"):
-        _study_problems(problems, validation)
+        _study_problems(problems, validation, [0, 1, 2])
+
+
+def test_every_languages_test_outcomes_has_pythons_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalmislead_assets.definitions import build
+
+    with _study_file(tmp_path, monkeypatch, 'languages = ["python", "js", "java"]\n' + ONE):
+        graph = build(study_models.study()).resolve_asset_graph()
+        names: dict[str, set[str]] = {}
+        for key in graph.asset_check_keys:
+            if key.asset_key.path[-1] == "test_outcomes":
+                names.setdefault(key.asset_key.to_user_string(), set()).add(key.name)
+    assert set(names) == {"test_outcomes", "js/test_outcomes", "java/test_outcomes"}
+    assert len(names["test_outcomes"]) == 3
+    assert names["js/test_outcomes"] == names["java/test_outcomes"] == names["test_outcomes"]
