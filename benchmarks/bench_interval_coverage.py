@@ -29,14 +29,15 @@ Methods (each at the plan's level, 98.75 %):
   gets the width of a one-cluster estimate.
 - ``boot_percentile``: percentile bootstrap over problems (``--boot`` resamples per data set).
 - ``boot_t``: cluster bootstrap-t (studentized with the CR1 standard error of each resample).
-- ``problem_weighted_wilson``: the Wilson interval on n / deff with deff at least its value at full
-  intra-problem correlation, sum n_i^2 / sum n_i (analysis/rate_interval.py): at most Kish's effective number of
-  problems.
+- ``problem_weighted_wilson``: the problem-weighted Wilson interval (analysis/rate_interval.py): the Wilson
+  interval on n / deff with deff at least its value at full intra-problem correlation, sum n_i^2 / sum n_i, so the
+  sample size is at most Kish's effective number of problems.
 
 Printed: a table cell, problems with events, method, coverage and its Monte Carlo error (binomial standard error
 of the coverage over the reps), one row per world, cell and method; then per method the lowest coverage over the
 cells, on how many cells it reaches at least the level minus 1 point, and on how many it is within 1 point of
-the level either way. ``--json PATH`` writes the rows.
+the level either way. ``--compact`` prints one row per cell and method with both worlds side by side (the table
+in docs/analysis.md); ``--json PATH`` writes the rows.
 Seeded (``--seed``); one core; the default run takes about a minute.
 """
 
@@ -275,6 +276,22 @@ def render(rows: list[dict], level: float = LEVEL) -> str:
     return "\n".join(out)
 
 
+def render_compact(rows: list[dict]) -> str:
+    """One row per cell and method, both worlds side by side (the table docs/analysis.md shows)."""
+    out = ["| cell | problems with events | method | bootstrap world coverage % (MC error) | "
+           "parametric world coverage % (MC error) | mean width, bootstrap / parametric (points) |",
+           "|:--|--:|:--|--:|--:|--:|"]
+    by = {(r["condition"], r["metric"], r["method"], r["world"]): r for r in rows}
+    for key in dict.fromkeys((r["condition"], r["metric"], r["method"]) for r in rows):
+        b, p = by.get((*key, "bootstrap")), by.get((*key, "parametric"))
+        cov = [f"{100 * r['coverage']:.1f} ({100 * r['mc_se']:.1f})" if r else "" for r in (b, p)]
+        width = " / ".join(f"{100 * r['mean_width']:.1f}" for r in (b, p) if r)
+        first = b or p
+        assert first is not None
+        out.append(f"| {key[0]} {key[1]} | {first['problems_with_events']} | {key[2]} | {cov[0]} | {cov[1]} | {width} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", help="DuckDB file of a replay of the recorded run (else --cells)")
@@ -285,11 +302,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20260417)
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--json", type=Path, help="write the rows here")
+    ap.add_argument("--compact", action="store_true", help="print both worlds side by side (the docs' table)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     rows = run(load_cells(args.db, args.cells), args.reps, args.boot, args.seed, args.methods.split(","),
                min(args.boot_reps, args.reps))
-    print(render(rows))
+    print(render_compact(rows) if args.compact else render(rows))
     print(f"\n{args.reps} data sets per cell and world ({min(args.boot_reps, args.reps)} for the bootstrap methods, "
           f"{args.boot} resamples each), seed {args.seed}, {time.perf_counter() - t0:.0f} s")
     if args.json:
