@@ -240,8 +240,10 @@ def run(cells: list[dict], reps: int, boot: int, seed: int, methods: list[str], 
     rows = []
     for j, cell in enumerate(cells):
         n, x = np.asarray(cell["tests"], dtype=float), np.asarray(cell["events"], dtype=float)
-        if x.sum() == 0:
-            continue  # a cell with no events has a true rate of 0 in both worlds: every method covers it
+        if x.sum() == 0:  # a true rate of 0 in both worlds: every lower bound is 0, every method covers it
+            rows.append({"world": "none", "condition": cell["condition"], "metric": cell["metric"],
+                         "problems_with_events": 0, "events": 0, "tests": int(n.sum()), "method": None})
+            continue
         for w, world in enumerate((bootstrap_world, parametric_world)):
             rng = np.random.default_rng([seed, j, w])
             nn, xx, truth = world(n, x, reps, rng)
@@ -258,7 +260,14 @@ def run(cells: list[dict], reps: int, boot: int, seed: int, methods: list[str], 
     return rows
 
 
+def skipped(rows: list[dict]) -> str:
+    """The line naming the cells without events (not simulated)."""
+    none = [f"{r['condition']} {r['metric']}" for r in rows if r["method"] is None]
+    return f"\nCells without events (a true rate of 0: every method covers it): {', '.join(none)}" if none else ""
+
+
 def render(rows: list[dict], level: float = LEVEL) -> str:
+    rows = [r for r in rows if r["method"] is not None]
     out = ["| world | cell | problems with events | method | coverage % | MC error % | mean width (points) |",
            "|:--|:--|--:|:--|--:|--:|--:|"]
     for r in rows:
@@ -278,6 +287,7 @@ def render(rows: list[dict], level: float = LEVEL) -> str:
 
 def render_compact(rows: list[dict]) -> str:
     """One row per cell and method, both worlds side by side (the table docs/analysis.md shows)."""
+    rows = [r for r in rows if r["method"] is not None]
     out = ["| cell | problems with events | method | bootstrap world coverage % (MC error) | "
            "parametric world coverage % (MC error) | mean width, bootstrap / parametric (points) |",
            "|:--|--:|:--|--:|--:|--:|"]
@@ -307,7 +317,7 @@ def main() -> None:
     t0 = time.perf_counter()
     rows = run(load_cells(args.db, args.cells), args.reps, args.boot, args.seed, args.methods.split(","),
                min(args.boot_reps, args.reps))
-    print(render_compact(rows) if args.compact else render(rows))
+    print((render_compact(rows) if args.compact else render(rows)) + skipped(rows))
     print(f"\n{args.reps} data sets per cell and world ({min(args.boot_reps, args.reps)} for the bootstrap methods, "
           f"{args.boot} resamples each), seed {args.seed}, {time.perf_counter() - t0:.0f} s")
     if args.json:

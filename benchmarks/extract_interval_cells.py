@@ -1,6 +1,6 @@
 """Per-problem counts of every rate cell of a run, for bench_interval_coverage.py.
 
-    .venv/bin/python benchmarks/extract_interval_cells.py --db data/evalmislead.duckdb [--thinking off] \
+    .venv/bin/python benchmarks/extract_interval_cells.py --db data/evalmislead.duckdb [--thinking off] [--model M] \
         [--out benchmarks/data/interval_cells_recorded_1p5b.json]
     .venv/bin/python benchmarks/extract_interval_cells.py --csv evalmislead_tests/data/recorded_1p5b_buggy_fixed_counts.csv
 
@@ -24,20 +24,25 @@ OUT = HERE / "data" / "interval_cells_recorded_1p5b.json"
 METRICS = ("misleading", "effective")
 
 
-def from_db(db: str, thinking: str = "off") -> list[dict]:
+def from_db(db: str, thinking: str = "off", model: str | None = None) -> list[dict]:
+    """The cells of one model's Python rows; a file holding several models needs ``model`` (its study name)."""
     import duckdb
 
     con = duckdb.connect(db, read_only=True)
     try:
-        answered = con.execute(
-            "SELECT DISTINCT condition, task_id FROM test_generations WHERE thinking = ?"
-            " AND coalesce(language, 'python') = 'python'", [thinking]).df()
+        models = [r[0] for r in con.execute("SELECT DISTINCT model_name FROM test_generations").fetchall()]
+        if model is None and len(models) > 1:
+            raise SystemExit(f"{db} holds several models ({', '.join(map(str, models))}): name one with --model")
+        where = ("thinking = ? AND coalesce(language, 'python') = 'python'"
+                 + (" AND model_name = ?" if model is not None else ""))
+        params = [thinking] + ([model] if model is not None else [])
+        answered = con.execute(f"SELECT DISTINCT condition, task_id FROM test_generations WHERE {where}",
+                               params).df()
         counts = con.execute(
             "SELECT condition, task_id, count(*) AS n_tests,"
             " count(*) FILTER (WHERE outcome = 'misleading') AS n_misleading,"
             " count(*) FILTER (WHERE outcome = 'effective') AS n_effective"
-            " FROM test_outcomes WHERE thinking = ? AND coalesce(language, 'python') = 'python'"
-            " GROUP BY ALL", [thinking]).df()
+            f" FROM test_outcomes WHERE {where} GROUP BY ALL", params).df()
     finally:
         con.close()
     per = answered.merge(counts, on=["condition", "task_id"], how="left").fillna(0)
@@ -69,9 +74,10 @@ def main() -> None:
     src.add_argument("--db")
     src.add_argument("--csv", type=Path)
     ap.add_argument("--thinking", default="off")
+    ap.add_argument("--model", help="the study's model name, where the file holds several models")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
-    cells = from_db(args.db, args.thinking) if args.db else from_csv(args.csv)
+    cells = from_db(args.db, args.thinking, args.model) if args.db else from_csv(args.csv)
     source = f"replay DuckDB {Path(args.db).name}" if args.db else f"{args.csv.as_posix()}"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"source": source, "cells": cells}) + "\n", encoding="utf-8")
