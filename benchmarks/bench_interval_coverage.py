@@ -29,6 +29,8 @@ Methods (each at the plan's level, 98.75 %):
   gets the width of a one-cluster estimate.
 - ``boot_percentile``: percentile bootstrap over problems (``--boot`` resamples per data set).
 - ``boot_t``: cluster bootstrap-t (studentized with the CR1 standard error of each resample).
+- ``deff_floor_rho50``, ``deff_floor_rho75``: the cluster-adjusted Wilson interval with the design effect at least
+  its value at an intra-problem correlation of 0.5 (0.75): 1 + (n_w - 1) rho, n_w = sum n_i^2 / sum n_i.
 - ``problem_weighted_wilson``: the problem-weighted Wilson interval (analysis/rate_interval.py): the Wilson
   interval on n / deff with deff at least its value at full intra-problem correlation, sum n_i^2 / sum n_i, so the
   sample size is at most Kish's effective number of problems.
@@ -174,6 +176,16 @@ def kg_event_df(n: np.ndarray, x: np.ndarray, level: float) -> Bounds:
     return _kg(n, x, level, np.maximum(event_clusters - 1, 1.0))
 
 
+def _deff_floor(rho: float) -> Callable[..., Bounds]:
+    """Wilson on n / deff with deff at least 1 + (n_w - 1) rho: the design effect at correlation ``rho``."""
+    def method(n: np.ndarray, x: np.ndarray, level: float) -> Bounds:
+        total, events, m, p, var_cl = _stats(n, x)
+        floor = 1 + (rate_interval.full_correlation_design_effect(n) - 1) * rho
+        deff = np.maximum(rate_interval.design_effects(x, n), floor)
+        return rate_interval.wilson_score(p, total / deff, events, total, level)
+    return method
+
+
 def problem_weighted_wilson(n: np.ndarray, x: np.ndarray, level: float) -> Bounds:
     return rate_interval.problem_weighted_wilson_bounds(x, n, level)
 
@@ -221,6 +233,7 @@ def boot_t(n: np.ndarray, x: np.ndarray, level: float, boot: int = 399, seed: in
 METHODS: dict[str, Callable[..., Bounds]] = {
     "cluster_wilson": cluster_wilson, "t_ratio": t_ratio, "wilson_t": wilson_t, "korn_graubard": korn_graubard,
     "kg_event_df": kg_event_df, "boot_percentile": boot_percentile, "boot_t": boot_t,
+    "deff_floor_rho50": _deff_floor(0.5), "deff_floor_rho75": _deff_floor(0.75),
     "problem_weighted_wilson": problem_weighted_wilson,
 }
 BOOTSTRAPS = {"boot_percentile", "boot_t"}
