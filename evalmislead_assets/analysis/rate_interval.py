@@ -168,7 +168,7 @@ def problem_weighted_wilson(num: np.ndarray, den: np.ndarray, level: float) -> R
     (``full_correlation_design_effect``): the sample size is at most Kish's effective number of problems. Why:
     the estimated design effect cannot see a problem the data lack. In the recorded 1.5B run one answer holds
     28 of buggy_code's 56 misleading tests; a resample of problems misses it about a third of the time, the
-    remaining tests look independent, and the cluster-adjusted Wilson interval covers 73 % instead of 98.75 %
+    remaining tests look independent, and the cluster-adjusted Wilson interval covers 72 % instead of 98.75 %
     (benchmarks/bench_interval_coverage.py, docs/analysis.md). Counting each problem once, weighted by its tests,
     keeps the level there; where events are spread over many problems it is wider than needed.
     """
