@@ -1,6 +1,7 @@
 """One name per method: a condition's rate interval is the "cluster-adjusted Wilson interval" in the console
 summary, the report, the README's generated Results and the docs; "bootstrap" names only the paired bootstrap
-of the four comparisons."""
+of the four comparisons. The proposed replacement (an amendment not yet adopted) is the "problem-weighted Wilson
+interval" wherever it is named, and no reader-facing place prints it as the study's rate interval."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ NAMING = ("evalmislead_assets/cli/summary.py", "evalmislead_assets/report/build.
           "evalmislead_assets/report/results.py", "evalmislead_assets/report/plots.py", "docs/analysis.md")
 # the generated Results (rates with their intervals) live in one of these
 RESULTS = ("README.md", "docs/results.md")
+# the proposed rate interval (prompts/analysis_plan_changes.md, proposed) and where it is described
+PROPOSED = "problem-weighted Wilson interval"
+PROPOSED_IN = ("evalmislead_assets/analysis/rate_interval.py", "benchmarks/bench_interval_coverage.py",
+               "docs/analysis.md", "prompts/analysis_plan_changes.md")
+# the proposed interval under another spelling: "problem weighted Wilson", "problem-weighted Wilson bound"
+PROPOSED_VARIANT = re.compile(r"\bproblem[ -]weighted\s+wilson\b(?!\s+interval)|\bproblem\s+weighted\b", re.IGNORECASE)
 # a bootstrap interval that is not the comparisons' paired one
 OTHER_NAME = re.compile(r"(?<!paired )(?<!paired-)(?<!percentile )bootstrap\s+(confidence\s+)?intervals?\b",
                         re.IGNORECASE)
@@ -52,3 +59,21 @@ def test_the_check_sees_a_name_split_over_two_string_literals():
     folded = re.sub(r"\s+", " ", re.sub(r"\"\s*\n\s*(?:\+\s*)?f?\"", "", text))
     assert OTHER_NAME.search(folded)
     assert not OTHER_NAME.search("the difference with its 98.75 % paired-bootstrap interval over problems")
+
+
+def test_the_proposed_interval_has_one_name_and_is_not_printed_as_the_rate_interval():
+    missing = [name for name in PROPOSED_IN if PROPOSED.lower() not in _text(ROOT / name).lower()]
+    assert not missing, f"these do not name the proposed interval {PROPOSED!r}: {missing}"
+    paths = [*_checked(), ROOT / "benchmarks" / "bench_interval_coverage.py", ROOT / "prompts" / "analysis_plan_changes.md"]
+    variants = [f"{p.relative_to(ROOT)}: {m.group(0)!r}" for p in paths for m in PROPOSED_VARIANT.finditer(_text(p))]
+    assert not variants, f"the proposed interval is called {PROPOSED!r}:\n" + "\n".join(variants)
+    # until the amendment is adopted, the places that print a rate interval print the cluster-adjusted one only
+    printed = [name for name in (*NAMING[:-1], *RESULTS) if PROPOSED.lower() in _text(ROOT / name).lower()]
+    assert not printed, f"these print the proposed interval as the study's rate interval: {printed}"
+
+
+def test_the_proposed_name_check_sees_a_variant():
+    """Not vacuous: another spelling of the proposed name is found; the name itself and the code's are not."""
+    assert PROPOSED_VARIANT.search("with its problem weighted Wilson interval")
+    assert PROPOSED_VARIANT.search("the problem-weighted Wilson bound")
+    assert not PROPOSED_VARIANT.search(f"the {PROPOSED} (problem_weighted_wilson)")
