@@ -1,10 +1,11 @@
 """The deploy profile (deploy/dagster.postgres-celery.yaml) with real servers on loopback: `evalmislead run`'s runs
-are stored in PostgreSQL and executed by a Celery worker reached through Redis.
+are stored in PostgreSQL and executed by Celery workers reached through Redis, each run on the queue of its host
+class.
 
 Every server starts and stops inside the test: PostgreSQL (initdb into a temporary folder, a loopback port, its
-socket folder there too), redis-server (a free port, nothing saved) and one Celery worker of
-evalmislead_assets.celery_app. PostgreSQL refuses to run as root, so as root its folder belongs to `nobody` and
-its programs run as that user.
+socket folder there too), redis-server (a free port, nothing saved) and two Celery workers of
+evalmislead_assets.celery_app, one serving the `gpu` queue and one the default `cpu` queue. PostgreSQL refuses to
+run as root, so as root its folder belongs to `nobody` and its programs run as that user.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from evalmislead_tests.fake_llm_server import FakeLLMServer
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "deploy" / "dagster.postgres-celery.yaml"
-QUEUE = "cpu"
-WORKER = "evalmislead-test-cpu"
+QUEUE = "cpu"  # DAGSTER_CELERY_QUEUE: the runs whose assets name no host class
+GPU_QUEUE = "gpu"  # the runs with a step that calls the model
 # A bound on waiting for the study on a loaded 2-core machine, not a speed figure.
 RUN_TIMEOUT_S = 1500
 
@@ -124,10 +125,10 @@ def _redis(folder: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _celery_worker(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """One Celery worker of the project's app serving QUEUE, one run at a time, logging to ``log``."""
-    cmd = [sys.executable, "-m", "celery", "-A", "evalmislead_assets.celery_app", "worker", "-Q", QUEUE,
-           "-O", "fair", "--prefetch-multiplier", "1", "--concurrency", "1", "-n", f"{WORKER}@%h",
+def _celery_worker(env: dict[str, str], log: Path, queue: str) -> Iterator[subprocess.Popen[bytes]]:
+    """One Celery worker of the project's app serving ``queue``, one run at a time, logging to ``log``."""
+    cmd = [sys.executable, "-m", "celery", "-A", "evalmislead_assets.celery_app", "worker", "-Q", queue,
+           "-O", "fair", "--prefetch-multiplier", "1", "--concurrency", "1", "-n", f"{_node_name(queue)}@%h",
            "--loglevel", "INFO", "--logfile", str(log)]
     with open(log.with_suffix(".out"), "wb") as out:
         proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
@@ -145,21 +146,22 @@ def _celery_worker(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[
             proc.wait(timeout=30)
 
 
+def _node_name(queue: str) -> str:
+    return f"evalmislead-test-{queue}"
+
+
 def _parent(pid: int) -> int:
     text = Path(f"/proc/{pid}/stat").read_text()
     return int(text[text.rfind(")") + 2:].split()[1])
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(RUN_TIMEOUT_S + 600)
-def test_evalmislead_run_stores_runs_in_postgres_and_runs_them_on_a_celery_worker(tmp_path, monkeypatch) -> None:
-    from dagster import DagsterInstance, DagsterRunStatus
-    from dagster_postgres import PostgresRunStorage
-
+@contextlib.contextmanager
+def _deploy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[dict[str, str], Path]]:
+    """PostgreSQL, Redis and a fake LLM server on loopback, DAGSTER_HOME holding the profile; the study's
+    environment (the head's and the workers') and DAGSTER_HOME."""
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copy(PROFILE, home / "dagster.yaml")
-    log = tmp_path / "celery-worker.log"
     with _postgres("pw-" + os.urandom(6).hex()) as pg, _redis(tmp_path / "redis") as redis_url, \
             FakeLLMServer() as fake:
         env = dict(os.environ) | pg | {
@@ -176,31 +178,60 @@ def test_evalmislead_run_stores_runs_in_postgres_and_runs_them_on_a_celery_worke
         for key, value in env.items():
             if key.startswith("DAGSTER_"):
                 monkeypatch.setenv(key, value)  # DagsterInstance.from_config below resolves the profile's env vars
-        with _celery_worker(env, log) as worker:
-            proc = subprocess.run([sys.executable, "-m", "evalmislead_assets.cli", "run", "--conditions", "buggy_code"],
-                                  env=env, cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + log.read_text()[-3000:]
-            assert "launched by DAGSTER_HOME's run launcher CeleryRunLauncher" in proc.stdout + proc.stderr
+        yield env, home
 
-            with DagsterInstance.from_config(str(home)) as instance:
-                assert isinstance(instance.run_storage, PostgresRunStorage)
-                runs = instance.get_runs()
-                worker_pids = {int(r.tags["evalmislead/run_worker"].split(":")[1]) for r in runs}
-                # every run executed in the worker's pool process, a child of the worker started here
-                assert {_parent(pid) for pid in worker_pids} == {worker.pid}, (worker_pids, worker.pid)
-        worker_log = log.read_text(errors="replace")
+
+def _evalmislead_run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evalmislead_assets.cli", "run", *args], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(RUN_TIMEOUT_S + 600)
+def test_evalmislead_run_stores_runs_in_postgres_and_runs_them_on_the_celery_worker_of_their_host_class(
+        tmp_path, monkeypatch) -> None:
+    from dagster import AssetKey, DagsterInstance, DagsterRunStatus
+    from dagster_postgres import PostgresRunStorage
+
+    from evalmislead_assets.dagster_metadata import HOST_CLASS_TAG
+    from evalmislead_assets.definitions import defs
+
+    logs = {q: tmp_path / f"celery-{q}.log" for q in (QUEUE, GPU_QUEUE)}
+    with _deploy(tmp_path, monkeypatch) as (env, home), _celery_worker(env, logs[QUEUE], QUEUE) as cpu_worker, \
+            _celery_worker(env, logs[GPU_QUEUE], GPU_QUEUE) as gpu_worker:
+        proc = _evalmislead_run(env, "--conditions", "buggy_code")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + logs[QUEUE].read_text()[-3000:]
+        assert "launched by DAGSTER_HOME's run launcher HostClassCeleryRunLauncher" in proc.stdout + proc.stderr
+
+        with DagsterInstance.from_config(str(home)) as instance:
+            assert isinstance(instance.run_storage, PostgresRunStorage)
+            runs = instance.get_runs()
+            # each run executed in a pool process, a child of the worker that serves its queue
+            parents = {r.run_id: _parent(int(r.tags["evalmislead/run_worker"].split(":")[1])) for r in runs}
+        worker_pids = {QUEUE: cpu_worker.pid, GPU_QUEUE: gpu_worker.pid}
+        db = env["EVALMISLEAD_DB"]
+    worker_logs = {q: log.read_text(errors="replace") for q, log in logs.items()}
 
     assert len(runs) >= 3 and all(r.status == DagsterRunStatus.SUCCESS for r in runs), \
         [(r.run_id, r.status) for r in runs]
-    node = f"{WORKER}@{socket.gethostname()}"
+    # a run with an asset that calls the model (test_generations, model_specs, the determinism probe) goes to gpu
+    graph = defs.resolve_asset_graph()
+    gpu_assets = {k for k in graph.materializable_asset_keys if graph.get(k).tags.get(HOST_CLASS_TAG) == "gpu"}
+    assert AssetKey("test_generations") in gpu_assets
+    queues = {r.run_id: GPU_QUEUE if gpu_assets & set(r.asset_selection or ()) else QUEUE for r in runs}
+    assert set(queues.values()) == {QUEUE, GPU_QUEUE}, queues  # both kinds of run took place
+    node = socket.gethostname()
     for run in runs:
+        queue = queues[run.run_id]
         task_id = run.tags["dagster-celery/task_id"]
-        assert run.tags["evalmislead/celery_worker"] == node
-        assert f"Task execute_job[{task_id}] succeeded" in worker_log, (run.run_id, task_id)
+        assert run.tags.get("dagster-celery/queue", QUEUE) == queue, (run.asset_selection, run.tags)
+        assert run.tags["evalmislead/celery_worker"] == f"{_node_name(queue)}@{node}"
+        assert parents[run.run_id] == worker_pids[queue], (run.asset_selection, parents[run.run_id], worker_pids)
+        assert f"Task execute_job[{task_id}] succeeded" in worker_logs[queue], (run.run_id, task_id)
     assert not (home / "history").exists()  # no SQLite run storage beside PostgreSQL
 
-    # the rows of the chain's steps, written by the runs on the worker into the study's DuckDB file
-    con = duckdb.connect(env["EVALMISLEAD_DB"], read_only=True)
+    # the rows of the chain's steps, written by the runs on the workers into the study's DuckDB file
+    con = duckdb.connect(db, read_only=True)
     try:
         rows = {table: con.execute(f"SELECT condition, task_id FROM {table}").fetchall()
                 for table in ("test_generations", "generated_tests")}
