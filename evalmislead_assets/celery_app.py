@@ -23,10 +23,9 @@ from dagster_celery.launcher import CeleryRunLauncher
 from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_execute_job_task, create_resume_job_task
 
+from evalmislead_assets.celery_launcher import CELERY_WORKER_TAG
 from evalmislead_assets.celery_settings import fix_worker_scheduling, worker_app_args
 from evalmislead_assets.errors import ConfigError
-
-CELERY_WORKER_TAG = "evalmislead/celery_worker"
 
 
 def _launcher_app_args() -> dict[str, Any]:
