@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dagster import TableColumn, TableColumnConstraints, TableSchema
 
+from evalmislead_assets.host_class import GPU
 from evalmislead_assets.store import schema
 
 COLUMN_SCHEMA_KEY = "dagster/column_schema"
@@ -22,6 +23,10 @@ LANGUAGE_METADATA = "evalmislead/language"
 # an asset tag naming an optional part of the study (value "mutation"): `evalmislead run` leaves such assets out
 # unless the run asks for that part
 OPTIONAL_TAG = "evalmislead/optional"
+# an asset tag naming the host class its step needs (host_class.py): the steps that call the model carry
+# GPU_HOST; in the Celery deploy profile a run goes to the queue of its assets' class (celery_launcher.py)
+HOST_CLASS_TAG = "evalmislead/host_class"
+GPU_HOST = {HOST_CLASS_TAG: GPU}
 
 
 def table_schema(table: str) -> TableSchema:

@@ -29,7 +29,7 @@ from evalmislead_assets.analysis.determinism_sensitivity import sensitivity
 from evalmislead_assets.assets.model_scope import model_of
 from evalmislead_assets.assets.problem_inputs import PROBLEMS_IN
 from evalmislead_assets.assets.sandbox_config import ExecutionConfig, make_sandbox
-from evalmislead_assets.dagster_metadata import INCOMPLETE_KEY
+from evalmislead_assets.dagster_metadata import GPU_HOST, INCOMPLETE_KEY
 from evalmislead_assets.errors import ConfigError
 from evalmislead_assets.execution.batch import build_generated_tests, build_test_outcomes
 from evalmislead_assets.llm.errors import batch_errors_line
@@ -75,6 +75,7 @@ def _metadata(df: pd.DataFrame, frames: dict[str, pd.DataFrame], wall_s: float, 
 
 @asset(
     group_name="reproducibility",
+    tags=GPU_HOST,
     ins={"test_generations": AssetIn(metadata={"columns": _GENERATION_COLUMNS}), "problems": PROBLEMS_IN,
          # the stored comparisons, for how far each estimate moves (empty until analysed), with the stored
          # outcomes they were computed from and the thinking-on comparisons' problem set

@@ -26,6 +26,7 @@ from pydantic import Field
 from evalmislead_assets import settings
 from evalmislead_assets.assets.model_scope import model_of, model_sql
 from evalmislead_assets.assets.problem_inputs import STUDY_PROBLEM_INS, study_problems
+from evalmislead_assets.dagster_metadata import GPU_HOST
 from evalmislead_assets.llm import prompts
 from evalmislead_assets.llm.errors import batch_errors_line
 from evalmislead_assets.llm.types import BatchStats, ChatRequest, ChatResult, LLMUnreachable
@@ -296,6 +297,7 @@ def _fail_on_errors(label: str, requests: list[ChatRequest], results: list[ChatR
     metadata={"partition_expr": "thinking", "replace_by": "task_id"},
     code_version=template_version(prompts.SPEC_TEMPLATE),
     group_name="generation",
+    tags=GPU_HOST,
     check_specs=[AssetCheckSpec(THINKING_CHECK, asset="model_specs", description=_THINKING_CHECK_DOC)],
     description="One docstring per problem, written by the model from the buggy code (prompts/spec.md).",
 )
@@ -384,6 +386,7 @@ with warnings.catch_warnings():
     metadata={"replace_by": "task_id"},  # a run over a slice of problems keeps the partition's other answers
     code_version=template_version(prompts.TEST_TEMPLATE),
     group_name="generation",
+    tags=GPU_HOST,
     check_specs=[AssetCheckSpec(THINKING_CHECK, asset="test_generations", description=_THINKING_CHECK_DOC)],
     description="The model's answer to the test-generation prompt (prompts/test_generation.md), one per problem.",
 )

@@ -35,6 +35,7 @@ from evalmislead_assets.assets.generation import (
 )
 from evalmislead_assets.assets.model_scope import language_key, problem_keys
 from evalmislead_assets.assets.outcome_checks import outcome_checks
+from evalmislead_assets.dagster_metadata import GPU_HOST
 from evalmislead_assets.execution.cells import cell_counts, cell_rates
 from evalmislead_assets.partitions import condition_thinking_partitions, split_key, thinking_partitions
 from evalmislead_assets.polyglot import prompts as language_prompts
@@ -76,6 +77,7 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
         for n in ("model_specs", "test_generations", "generated_tests", "test_outcomes"))
 
     @asset(key=specs_key, partitions_def=thinking_partitions, ins=problem_ins, group_name=group,
+           tags=GPU_HOST,
            metadata={"partition_expr": "thinking", "replace_by": "task_id"},
            code_version=_template_version(language, language_prompts.SPEC_TEMPLATE),
            check_specs=[AssetCheckSpec(THINKING_CHECK, asset=specs_key)],
@@ -93,6 +95,7 @@ def build(study: Study, model: ModelSpec, language: str) -> list[AssetsDefinitio
                               template.sha256, language_prompts.extract_spec)
 
     @asset(key=generations_key, partitions_def=condition_thinking_partitions, group_name=group,
+           tags=GPU_HOST,
            ins={**problem_ins, "model_specs": AssetIn(key=specs_key, partition_mapping=SPECS_OF_SAME_THINKING,
                                                       metadata={"columns": ["thinking", "task_id", "spec_text",
                                                                             "error"]})},
