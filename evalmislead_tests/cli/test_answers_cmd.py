@@ -168,13 +168,15 @@ def test_export_leaves_out_answers_asked_under_other_settings(tmp_path, study, p
 
 def test_the_spec_cap_applies_to_spec_requests_only(tmp_path, problems_df):
     from evalmislead_assets.assets.generation import GenerationConfig, _max_tokens
+    from evalmislead_assets.resources import StudySettingsResource
     from evalmislead_assets.study.models import parse_study
 
     spec = parse_study('[[models]]\nname = "c"\nbundled = "b"\nmax_tokens_off = 2048\nspec_max_tokens_off = 512\n',
                        "s", ["b"]).models[0]
-    assert _max_tokens(GenerationConfig(), "off", spec, "model_specs") == 512
-    assert _max_tokens(GenerationConfig(), "off", spec, "test_generations") == 2048
-    assert _max_tokens(GenerationConfig(max_tokens=64), "off", spec, "model_specs") == 64  # the launchpad wins
+    study = StudySettingsResource()
+    assert _max_tokens(GenerationConfig(), study, "off", spec, "model_specs") == 512
+    assert _max_tokens(GenerationConfig(), study, "off", spec, "test_generations") == 2048
+    assert _max_tokens(GenerationConfig(max_tokens=64), study, "off", spec, "model_specs") == 64  # launchpad wins
     expect = Expectations(problems_df, [], spec, ALIAS)
     body = json.loads(expect.body(_answer("model_specs", None, "Python/2", "", "")))
     assert body["max_tokens"] == 512
